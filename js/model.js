@@ -1,0 +1,236 @@
+// A loaded Needle model in this thread: the archive lives in wasm memory,
+// every computation is the engine's. loadModel() in index.js builds one.
+
+import { Engine, NeedleError, STATUS } from './engine.js';
+
+const SPECIAL = { pad: 0, eos: 1, bos: 2, unknown: 3 };
+
+export class Model {
+  /** bytes: Uint8Array of a .cact archive. */
+  static async fromBytes(bytes, { wasm } = {}) {
+    const engine = await Engine.create(wasm);
+    const archive = engine.copyIn(bytes);
+    const handle = engine.x.needle_model_load(archive, bytes.length, engine.err);
+    if (!handle) {
+      const error = engine.lastError(STATUS.FORMAT);
+      engine.x.free(archive);
+      throw error;
+    }
+    return new Model(engine, handle, archive);
+  }
+
+  constructor(engine, handle, archive) {
+    this.engine = engine;
+    this.handle = handle;
+    this.archive = archive;
+    this.tokenizer = engine.x.needle_model_tokenizer(handle);
+    this.vocabulary = this.geometry('vocabulary');
+    this.ids = Object.fromEntries(
+      Object.entries(SPECIAL).map(([name, which]) => [name, engine.x.needle_tokenizer_special(this.tokenizer, which)]),
+    );
+    this.ids.imEnd = this.pieceId('<|im_end|>');
+  }
+
+  geometry(field) {
+    return this.engine.withString(`${field}\0`, (ptr) => this.engine.x.needle_model_geometry(this.handle, ptr));
+  }
+
+  /** Header fields and the tensor table, as `needle-wasm inspect` prints them. */
+  inspect() {
+    const { engine } = this;
+    const fields = ['tensorCount', 'codebookLength', 'kvWindow', 'kvBits', 'vocabulary', 'hidden',
+      'queryHeads', 'kvHeads', 'layers', 'headDimension', 'maximumSequence', 'hadamardDimension',
+      'lanes', 'engramSlots', 'engramSubDimension', 'engramTables', 'engramTaps', 'engramDilation',
+      'orderCount', 'siteCount', 'ropeTheta'];
+    const geometry = Object.fromEntries(fields.map((f) => [f, this.geometry(f)]));
+    geometry.orders = [0, 1, 2, 3].slice(0, geometry.orderCount).map((i) => this.geometry(`orders[${i}]`));
+    geometry.sites = [0, 1, 2, 3].slice(0, geometry.siteCount).map((i) => this.geometry(`sites[${i}]`));
+    const cap = 512;
+    const buf = engine.malloc(cap);
+    try {
+      const tensors = [];
+      const count = engine.x.needle_model_tensor_count(this.handle);
+      for (let i = 0; i < count; i++) {
+        const n = engine.x.needle_model_tensor_json(this.handle, i, buf, cap);
+        tensors.push(JSON.parse(engine.readString(buf, n)));
+      }
+      return { geometry, tensors };
+    } finally {
+      engine.x.free(buf);
+    }
+  }
+
+  pieceId(text) {
+    return this.engine.withString(text, (ptr, len) => this.engine.x.needle_tokenizer_piece_id(this.tokenizer, ptr, len));
+  }
+
+  /** Token ids of text (no BOS). */
+  tokenize(text) {
+    const { engine } = this;
+    return engine.withString(text, (ptr, len) => {
+      const countPtr = engine.malloc(8);
+      try {
+        let cap = len + 16;
+        for (;;) {
+          const ids = engine.malloc(cap * 4);
+          try {
+            const status = engine.x.needle_tokenize(this.tokenizer, ptr, len, ids, cap, countPtr, engine.err);
+            const count = new DataView(engine.memory.buffer).getUint32(countPtr, true);
+            if (status === STATUS.ARGUMENT && count > cap) { cap = count; continue; }
+            engine.check(status);
+            return Array.from(engine.i32(ids, count));
+          } finally {
+            engine.x.free(ids);
+          }
+        }
+      } finally {
+        engine.x.free(countPtr);
+      }
+    });
+  }
+
+  /** Text of ids (spec section 6 decoding). */
+  detokenize(ids) {
+    const { engine } = this;
+    const idsPtr = engine.copyIn(new Uint8Array(Int32Array.from(ids).buffer));
+    try {
+      let cap = ids.length * 8 + 16;
+      for (;;) {
+        const out = engine.malloc(cap);
+        try {
+          const n = engine.x.needle_detokenize(this.tokenizer, idsPtr, ids.length, out, cap);
+          if (n <= cap) return engine.readString(out, n);
+          cap = n;
+        } finally {
+          engine.x.free(out);
+        }
+      }
+    } finally {
+      engine.x.free(idsPtr);
+    }
+  }
+
+  /** A new session: { window, sinks, exact }. */
+  session(options = {}) {
+    return new Session(this, options);
+  }
+
+  /** Logits of the last position, or of every position with all: true. */
+  logits(ids, { all = false, exact = false, window = 0, sinks = 0 } = {}) {
+    const session = this.session({ exact, window, sinks });
+    try {
+      return session.feed(ids, { all });
+    } finally {
+      session.free();
+    }
+  }
+
+  /** The chat-format prompt ids of spec section 7 for one user query and no tools. */
+  chatIds(prompt) {
+    const text = `<|im_start|>user\n<tools>[]</tools>\n${prompt}<|im_end|>\n<|im_start|>assistant\n`;
+    return [this.ids.bos, ...this.tokenize(text)];
+  }
+
+  /**
+   * Streams generated pieces: for await (const { token, text } of model.generate(prompt, opts)).
+   * opts: maxTokens, raw, temperature, topK, topP, minP, repetitionPenalty, seed, signal, exact.
+   */
+  async *generate(prompt, opts = {}) {
+    const {
+      maxTokens = 128, raw = false, temperature = 0, topK = 0, topP = 1, minP = 0,
+      repetitionPenalty = 1, seed = 0, signal, exact = false,
+    } = opts;
+    const { engine } = this;
+    const promptIds = raw ? [this.ids.bos, ...this.tokenize(prompt)] : this.chatIds(prompt);
+    const session = this.session({ exact });
+    const sampler = engine.x.needle_sampler_new(this.vocabulary, temperature, topK, topP, minP,
+      repetitionPenalty, seed >>> 0);
+    const decoderHandle = engine.x.needle_decoder_new(this.tokenizer);
+    const textBuf = engine.malloc(256);
+    const recent = [...promptIds];
+    try {
+      let logits = session.feed(promptIds)[0];
+      for (let i = 0; i < maxTokens; i++) {
+        if (signal?.aborted) throw abortError(signal);
+        const token = session.sample(sampler, logits, recent.slice(-64));
+        if (token === this.ids.eos || token === this.ids.imEnd) break;
+        recent.push(token);
+        const n = engine.x.needle_decoder_push(decoderHandle, token, textBuf, 256);
+        yield { token, text: engine.readString(textBuf, n) };
+        logits = session.feed([token])[0];
+        await Promise.resolve();
+      }
+      const n = engine.x.needle_decoder_flush(decoderHandle, textBuf, 256);
+      if (n) yield { token: -1, text: engine.readString(textBuf, n) };
+    } finally {
+      engine.x.free(textBuf);
+      engine.x.needle_decoder_free(decoderHandle);
+      engine.x.needle_sampler_free(sampler);
+      session.free();
+    }
+  }
+
+  /** Highest wasm linear memory size seen, in bytes. */
+  get peakMemoryBytes() { this.engine.notePeak(); return this.engine.peakBytes; }
+
+  free() {
+    this.engine.x.needle_model_free(this.handle);
+    this.engine.x.free(this.archive);
+    this.handle = 0;
+  }
+}
+
+function abortError(signal) {
+  const reason = signal.reason;
+  if (reason instanceof Error) return reason;
+  const error = new NeedleError('generation aborted', STATUS.ABORTED);
+  error.name = 'AbortError';
+  return error;
+}
+
+/** KV cache and scratch of one conversation. */
+export class Session {
+  constructor(model, { window = 0, sinks = 0, exact = false } = {}) {
+    this.model = model;
+    const { engine } = model;
+    this.handle = engine.x.needle_session_new(model.handle, window, sinks, exact ? 1 : 0, engine.err);
+    if (!this.handle) throw engine.lastError(STATUS.NOMEM);
+  }
+
+  get position() { return this.model.engine.x.needle_session_position(this.handle); }
+
+  /** Feeds ids; returns [Float32Array] of the last position, or one per position with all. */
+  feed(ids, { all = false } = {}) {
+    const { engine, vocabulary } = this.model;
+    const rows = all ? ids.length : 1;
+    const idsPtr = engine.copyIn(new Uint8Array(Int32Array.from(ids).buffer));
+    const logitsPtr = engine.malloc(rows * vocabulary * 4);
+    try {
+      engine.check(engine.x.needle_session_feed(this.handle, idsPtr, ids.length, logitsPtr, all ? 1 : 0, engine.err));
+      const out = [];
+      for (let r = 0; r < rows; r++) out.push(engine.f32(logitsPtr + r * vocabulary * 4, vocabulary).slice());
+      return out;
+    } finally {
+      engine.x.free(logitsPtr);
+      engine.x.free(idsPtr);
+    }
+  }
+
+  sample(sampler, logits, recent) {
+    const { engine, vocabulary } = this.model;
+    const logitsPtr = engine.malloc(vocabulary * 4);
+    const recentPtr = engine.copyIn(new Uint8Array(Int32Array.from(recent).buffer));
+    try {
+      engine.f32(logitsPtr, vocabulary).set(logits);
+      return engine.x.needle_sampler_sample(sampler, logitsPtr, recentPtr, recent.length);
+    } finally {
+      engine.x.free(recentPtr);
+      engine.x.free(logitsPtr);
+    }
+  }
+
+  free() {
+    if (this.handle) this.model.engine.x.needle_session_free(this.handle);
+    this.handle = 0;
+  }
+}

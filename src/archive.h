@@ -1,0 +1,90 @@
+/* The .cact archive as the engine sees it after validation: the geometry
+ * header, the shared codebooks and one record per tensor in canonical order.
+ * archive.c does all checking; everything downstream trusts these values. */
+#ifndef ND_ARCHIVE_H
+#define ND_ARCHIVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "needle.h"
+
+#define ND_TAG 0x05e12a83u
+#define ND_HEADER_BYTES 120u
+#define ND_RECORD_BYTES 44u
+#define ND_CODEBOOK_LENGTH 28u /* CQ2 4 levels, CQ3 8, CQ4 16 */
+#define ND_TERNARY_BITS 5u     /* record marker, stored as 2-bit crumbs */
+#define ND_TERNARY_LEVEL 1.2240064f
+
+enum { ND_FP16 = 1, ND_FP32 = 2, ND_CQ = 3, ND_RAW = 4 };
+enum { ND_HEAD_CONTRASTIVE = 1, ND_HEAD_CONFIDENCE = 2 };
+
+typedef struct {
+    uint32_t tensor_count, codebook_length, kv_window, kv_bits;
+    uint32_t vocab, hidden, query_heads, kv_heads, layers, head_dim, max_seq;
+    uint32_t hadamard_dim, lanes;
+    uint32_t engram_slots, engram_sub, engram_tables, engram_taps, engram_dilation;
+    uint32_t order_count, orders[4];
+    uint32_t site_count, sites[4];
+    float rope_theta;
+} nd_geometry;
+
+typedef struct {
+    uint8_t dtype, rank;
+    uint32_t shape[4];
+    uint64_t offset, bytes; /* absolute, validated to lie inside the file */
+    uint32_t group, bits;   /* CQ only */
+} nd_record;
+
+/* Canonical positions (tensors per layer and per site, in order). */
+enum {
+    ND_L_NORM_IN, ND_L_Q, ND_L_K, ND_L_V, ND_L_Q_NORM, ND_L_K_NORM, ND_L_GATE,
+    ND_L_OUT, ND_L_POST_NORM, ND_L_ATTN_GATE, ND_L_PRE_HADA, ND_L_D1, ND_L_D2,
+    ND_L_D3, ND_PER_LAYER
+};
+enum {
+    ND_M_A_PRE, ND_M_A_POST, ND_M_A_RES, ND_M_B_PRE, ND_M_B_POST, ND_M_B_RES,
+    ND_M_PHI_PRE, ND_M_PHI_POST, ND_M_PHI_RES, ND_MHC_COUNT
+};
+enum { ND_S_TABLES, ND_S_KEY, ND_S_VALUE, ND_S_TAPS, ND_PER_SITE };
+
+typedef struct {
+    nd_geometry geometry;
+    float codebook[ND_CODEBOOK_LENGTH];
+    uint32_t weight_group;  /* the group the codebooks were divided by (record 0's) */
+    uint32_t head_count;    /* probe heads present (0, 1 or 2) */
+    uint32_t head_kinds[2]; /* ND_HEAD_* in archive order */
+    nd_record *records;     /* tensor_count records, owned */
+    const uint8_t *bytes;   /* the caller's archive bytes (not owned) */
+    size_t size;
+} nd_archive;
+
+/* Index of canonical tensors. */
+uint32_t nd_layer_tensor(const nd_geometry *g, uint32_t layer, uint32_t which);
+uint32_t nd_mhc_tensor(const nd_geometry *g, uint32_t which);
+uint32_t nd_site_tensor(const nd_geometry *g, uint32_t site, uint32_t which);
+uint32_t nd_final_norm_tensor(const nd_geometry *g);
+
+/* Human name of tensor `index` ("layer 14 k_proj"), written into buf. */
+void nd_tensor_name(const nd_archive *a, uint32_t index, char *buf, size_t cap);
+
+/* Validates the whole archive and fills *a (records allocated; free with
+ * nd_archive_free). bytes must outlive *a. Returns NEEDLE_OK or an error with
+ * a message that names the tensor, field and value. */
+int nd_archive_parse(const uint8_t *bytes, size_t size, nd_archive *a, needle_error *err);
+
+/* Validates only what a prefix of the file can show (header, codebooks,
+ * directory), for streaming loads. Returns NEEDLE_OK once the whole directory
+ * was present and valid, NEEDLE_E_INCOMPLETE when more bytes are needed. */
+int nd_archive_check_prefix(const uint8_t *bytes, size_t size, uint64_t total_size,
+                            needle_error *err);
+
+void nd_archive_free(nd_archive *a);
+
+/* Sets err to code and a formatted message; returns code. */
+int nd_fail(needle_error *err, int code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+#endif

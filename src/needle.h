@@ -1,0 +1,152 @@
+/* needle.h: the one public header of the needle-wasm engine.
+ *
+ * The engine runs Needle 2 from a .cact archive that the caller keeps in
+ * memory. The model (immutable, shareable) is separate from sessions (KV
+ * cache, scratch); nothing is global.
+ *
+ *   needle_error err;
+ *   needle_model *model = needle_model_load(bytes, size, &err);
+ *   if (!model) { fprintf(stderr, "%s\n", err.message); return err.code; }
+ *   int32_t ids[256]; size_t n;
+ *   needle_tokenize(model, "hello", 5, ids, 256, &n, &err);
+ *   ...
+ *   needle_model_free(model);     // bytes may be released after this
+ *
+ * Ownership: the caller owns `bytes` and must keep them alive and unchanged
+ * while the model lives; the engine keeps views into them (packed weights are
+ * never copied). Whatever a needle_*_load/new returns is released by the
+ * matching needle_*_free. Library code never exits, aborts or prints: every
+ * failing call returns a status (or NULL) and fills a needle_error.
+ */
+#ifndef NEEDLE_H
+#define NEEDLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifndef NEEDLE_API
+#define NEEDLE_API
+#endif
+
+/* Status codes (needle_error.code and return values). */
+enum {
+    NEEDLE_OK = 0,
+    NEEDLE_E_FORMAT = 1,     /* the archive is malformed: message names tensor, field, value */
+    NEEDLE_E_NOMEM = 2,      /* an allocation failed */
+    NEEDLE_E_ARGUMENT = 3,   /* a caller argument is out of range */
+    NEEDLE_E_INCOMPLETE = 4, /* a prefix check needs more bytes (not an error yet) */
+    NEEDLE_E_TOKENIZER = 5,  /* the tokenizer blob is malformed */
+    NEEDLE_E_CONTEXT = 6,    /* a sequence does not fit the session */
+    NEEDLE_E_SCHEMA = 7,     /* a tool schema cannot be compiled */
+    NEEDLE_E_ABORTED = 8     /* the caller stopped the call */
+};
+
+#define NEEDLE_ERROR_MESSAGE 256
+typedef struct {
+    int code;
+    char message[NEEDLE_ERROR_MESSAGE];
+} needle_error;
+
+typedef struct needle_model needle_model;
+
+/* Validates the archive and builds the model. Returns NULL and fills *err on
+ * failure. `err` may be NULL. */
+NEEDLE_API needle_model *needle_model_load(const uint8_t *bytes, size_t size, needle_error *err);
+NEEDLE_API void needle_model_free(needle_model *model);
+
+/* Checks a prefix of an archive of total_size bytes as it streams in: returns
+ * NEEDLE_OK when header and directory are present and valid,
+ * NEEDLE_E_INCOMPLETE when more bytes are needed, or an error. */
+NEEDLE_API int needle_archive_check_prefix(const uint8_t *bytes, size_t size, double total_size,
+                                           needle_error *err);
+
+/* Allocates a needle_error for callers (JS) that cannot place one on a stack. */
+NEEDLE_API needle_error *needle_error_new(void);
+NEEDLE_API void needle_error_free(needle_error *err);
+
+/* Geometry and directory, for inspection. `field` names a header field as in
+ * the seed ("vocabulary", "hidden", ...); unknown names give -1. */
+NEEDLE_API double needle_model_geometry(const needle_model *model, const char *field);
+NEEDLE_API uint32_t needle_model_tensor_count(const needle_model *model);
+/* Writes one JSON object describing tensor `index` into buf (NUL-terminated);
+ * returns its length, or 0 when index or cap is out of range. */
+NEEDLE_API size_t needle_model_tensor_json(const needle_model *model, uint32_t index, char *buf,
+                                           size_t cap);
+
+/* ---- Tokenizer (SentencePiece BPE from the archive's RAW blob) ---------- */
+typedef struct needle_tokenizer needle_tokenizer;
+
+/* Parses a tokenizer blob (spec section 6); the blob is copied, not kept. */
+NEEDLE_API needle_tokenizer *needle_tokenizer_load(const uint8_t *blob, size_t size, needle_error *err);
+NEEDLE_API void needle_tokenizer_free(needle_tokenizer *tok);
+/* The model's own tokenizer (owned by the model). */
+NEEDLE_API const needle_tokenizer *needle_model_tokenizer(const needle_model *model);
+NEEDLE_API uint32_t needle_tokenizer_size(const needle_tokenizer *tok);
+/* Special ids: which = 0 pad, 1 eos, 2 bos, 3 unknown; -1 for other values. */
+NEEDLE_API int32_t needle_tokenizer_special(const needle_tokenizer *tok, int which);
+/* Id of a piece whose surface is exactly text[0..len), or -1. */
+NEEDLE_API int32_t needle_tokenizer_piece_id(const needle_tokenizer *tok, const char *text, size_t len);
+
+/* Encodes UTF-8 text (no BOS). Writes at most cap ids and sets *count to the
+ * number the full encoding has; returns NEEDLE_E_ARGUMENT when cap was too
+ * small (call again with *count), NEEDLE_OK otherwise. */
+NEEDLE_API int needle_tokenize(const needle_tokenizer *tok, const char *text, size_t len,
+                               int32_t *ids, size_t cap, size_t *count, needle_error *err);
+/* Decodes ids to UTF-8 (spec section 6). Writes at most cap bytes, returns
+ * the full length (call again with a larger buffer when it exceeds cap). */
+NEEDLE_API size_t needle_detokenize(const needle_tokenizer *tok, const int32_t *ids, size_t n,
+                                    char *out, size_t cap);
+
+/* Streaming decode: push one id at a time; never emits half a UTF-8 character. */
+typedef struct needle_decoder needle_decoder;
+NEEDLE_API needle_decoder *needle_decoder_new(const needle_tokenizer *tok);
+NEEDLE_API void needle_decoder_free(needle_decoder *dec);
+/* Appends the text completed by `id` to out (at most cap bytes, cap >= 64 is
+ * always enough for one piece... see tokenizer.c); returns bytes written. */
+NEEDLE_API size_t needle_decoder_push(needle_decoder *dec, int32_t id, char *out, size_t cap);
+/* Emits what is held back at the end (U+FFFD for an incomplete sequence). */
+NEEDLE_API size_t needle_decoder_flush(needle_decoder *dec, char *out, size_t cap);
+
+/* ---- Sessions: KV cache, prefill, decode ------------------------------- */
+typedef struct needle_session needle_session;
+
+/* A new session over `model` (which must outlive it). window 0 = the
+ * archive's window (spec section 5); sinks = number of leading positions
+ * pinned forever (the runtime also pins through </tools> of the first user
+ * turn by itself when sinks is 0... see session.c); exact = 1 runs f32
+ * activations and (for kvBits 8) an f32 KV cache, 0 the fastest mode. */
+NEEDLE_API needle_session *needle_session_new(const needle_model *model, uint32_t window,
+                                              uint32_t sinks, int exact, needle_error *err);
+NEEDLE_API void needle_session_free(needle_session *session);
+/* Runs n tokens through the model at the next positions (batched prefill).
+ * logits: NULL, or vocab floats for the last position (all = 0), or
+ * n * vocab floats for every position (all = 1). */
+NEEDLE_API int needle_session_feed(needle_session *session, const int32_t *ids, size_t n,
+                                   float *logits, int all, needle_error *err);
+/* Number of positions fed so far. */
+NEEDLE_API uint32_t needle_session_position(const needle_session *session);
+/* Forgets every position from `position` on (position <= current, and every
+ * kept position still in the cache or pinned); returns a status. */
+NEEDLE_API int needle_session_rewind(needle_session *session, uint32_t position, needle_error *err);
+
+/* ---- Sampling ---------------------------------------------------------- */
+typedef struct needle_sampler needle_sampler;
+/* temperature 0 = greedy; top_k 0 = off; top_p 1 = off; min_p 0 = off;
+ * repetition_penalty 1 = off. The PRNG is seeded and platform independent. */
+NEEDLE_API needle_sampler *needle_sampler_new(uint32_t vocab, float temperature, uint32_t top_k,
+                                              float top_p, float min_p, float repetition_penalty,
+                                              uint32_t seed);
+NEEDLE_API void needle_sampler_free(needle_sampler *sampler);
+/* Picks the next token from logits (modified in place); recent = ids the
+ * repetition penalty applies to. */
+NEEDLE_API int32_t needle_sampler_sample(needle_sampler *sampler, float *logits,
+                                         const int32_t *recent, size_t n_recent);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
