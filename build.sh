@@ -22,7 +22,7 @@ wasm() {
   # Standalone module, no Emscripten JS glue: js/wasm.js instantiates it with one import.
   emcc $CFLAGS_COMMON -O3 -msimd128 -DND_SIMD128 \
     --no-entry -sSTANDALONE_WASM -sALLOW_MEMORY_GROWTH -sINITIAL_MEMORY=4194304 \
-    -sSTACK_SIZE=1048576 -sEXPORTED_FUNCTIONS="$EXPORTS" \
+    -sTOTAL_STACK=1048576 -sEXPORTED_FUNCTIONS="$EXPORTS" \
     $ENGINE_SOURCES $SIMD_SOURCES -o dist/needle.wasm
   echo "built dist/needle.wasm ($(stat -c %s dist/needle.wasm) bytes)"
 }
@@ -40,7 +40,7 @@ native() {
     cc $CFLAGS_COMMON -Itests/c $san "$t" $ENGINE_SOURCES -lm -o "build/native/$name"
     # The same test as a WASI module with the SIMD kernels, run by tests/js/c-units.test.js.
     emcc $CFLAGS_COMMON -Itests/c -O2 -msimd128 -DND_SIMD128 -sSTANDALONE_WASM \
-      -sALLOW_MEMORY_GROWTH -sSTACK_SIZE=1048576 "$t" $ENGINE_SOURCES $SIMD_SOURCES \
+      -sALLOW_MEMORY_GROWTH -sTOTAL_STACK=1048576 "$t" $ENGINE_SOURCES $SIMD_SOURCES \
       -o "build/wasi/$name.wasm"
   done
   echo "built native and WASI unit tests in build/"

@@ -1,35 +1,47 @@
 // needle-wasm: the package entry point.
 //   import { loadModel } from 'needle-wasm';
-//   const model = await loadModel('needle2.cact');
+//   const model = await loadModel('needle2.cact', { onProgress: ({ loaded, total }) => {} });
 //   for await (const { text } of model.generate('turn on the lights')) process.stdout.write(text);
+// In a browser page loadModel runs the model in a dedicated module Web Worker
+// (js/worker.js) and returns a proxy with the same methods, every one of them
+// returning a promise; { worker: false } keeps it in the calling thread, and
+// in Node { worker: true } runs it in a worker_threads Worker.
 
+import { Engine } from './engine.js';
 import { Model } from './model.js';
+import { streamArchive } from './load.js';
 
 export { Model, Session } from './model.js';
 export { NeedleError, STATUS } from './engine.js';
-
-const isNode = typeof process !== 'undefined' && !!process.versions?.node;
+export { ARCHIVE_CACHE } from './load.js';
 
 /** The built-in demo archive (random weights in the released geometry). */
 export const DEMO_ARCHIVE_URL = new URL('../dist/demo.cact', import.meta.url);
 
-async function readSource(source) {
-  if (source instanceof Uint8Array) return source;
-  if (ArrayBuffer.isView(source)) return new Uint8Array(source.buffer, source.byteOffset, source.byteLength);
-  if (source instanceof ArrayBuffer) return new Uint8Array(source);
-  if (typeof Blob !== 'undefined' && source instanceof Blob) return new Uint8Array(await source.arrayBuffer());
-  if (typeof Response !== 'undefined' && source instanceof Response) return new Uint8Array(await source.arrayBuffer());
-  const url = source instanceof URL ? source : null;
-  if (isNode && (url?.protocol === 'file:' || (typeof source === 'string' && !/^[a-z]+:\/\//i.test(source)))) {
-    const { readFile } = await import('node:fs/promises');
-    return new Uint8Array(await readFile(url ?? source));
-  }
-  const response = await fetch(source);
-  if (!response.ok) throw new Error(`cannot fetch ${source}: HTTP ${response.status}`);
-  return new Uint8Array(await response.arrayBuffer());
+const isBrowserPage = typeof window !== 'undefined' && typeof document !== 'undefined'
+  && typeof Worker !== 'undefined';
+
+/**
+ * Loads a .cact archive in this thread, streaming it into wasm memory.
+ * source: URL string, URL, Request, Response, ReadableStream, Blob/File,
+ * ArrayBuffer or typed array, or (Node) a file path.
+ * options: onProgress({loaded, total, checked}), signal, cache, total, wasm.
+ * The model's `source` field reports { size, label, fromCache, cacheError }.
+ */
+export async function loadModelInThread(source = DEMO_ARCHIVE_URL, options = {}) {
+  const engine = await Engine.create(options.wasm);
+  const { value: model, ...report } = await streamArchive(engine, source, options,
+    (ptr, size) => Model.fromMemory(engine, ptr, size));
+  model.source = report;
+  return model;
 }
 
-/** Loads a .cact archive from a path (Node), URL, Response, Blob or bytes. */
+/** Loads a .cact archive (see loadModelInThread); options.worker chooses
+ *  where it runs (default: a Web Worker in pages, this thread elsewhere). */
 export async function loadModel(source = DEMO_ARCHIVE_URL, options = {}) {
-  return Model.fromBytes(await readSource(source), options);
+  if (options.worker ?? isBrowserPage) {
+    const { WorkerModel } = await import('./client.js');
+    return WorkerModel.load(source, options);
+  }
+  return loadModelInThread(source, options);
 }

@@ -9,14 +9,19 @@ export class Model {
   /** bytes: Uint8Array of a .cact archive. */
   static async fromBytes(bytes, { wasm } = {}) {
     const engine = await Engine.create(wasm);
-    const archive = engine.copyIn(bytes);
-    const handle = engine.x.needle_model_load(archive, bytes.length, engine.err);
+    return Model.fromMemory(engine, engine.copyIn(bytes), bytes.length);
+  }
+
+  /** An archive already in engine memory at ptr (js/load.js streams it
+   *  there); the model takes ownership of ptr, also when this throws. */
+  static fromMemory(engine, ptr, size) {
+    const handle = engine.x.needle_model_load(ptr, size, engine.err);
     if (!handle) {
       const error = engine.lastError(STATUS.FORMAT);
-      engine.x.free(archive);
+      engine.x.free(ptr);
       throw error;
     }
-    return new Model(engine, handle, archive);
+    return new Model(engine, handle, ptr);
   }
 
   constructor(engine, handle, archive) {

@@ -1,6 +1,6 @@
 // Instantiates the standalone engine module (dist/needle.wasm) without any
 // Emscripten glue, the same way in a page, a Web Worker and Node.js. The
-// module's only import is the memory-growth notification; views over its
+// module's imports are the memory-growth notification and a clock; views over its
 // memory must be re-read after every call that may grow it.
 
 const defaultUrl = new URL('../dist/needle.wasm', import.meta.url);
@@ -29,7 +29,12 @@ export function compileEngine(url = defaultUrl) {
 /** A fresh engine instance: { exports, memory, module }. */
 export async function instantiateEngine(moduleOrUrl) {
   const module = moduleOrUrl instanceof WebAssembly.Module ? moduleOrUrl : await compileEngine(moduleOrUrl);
-  const imports = { env: { emscripten_notify_memory_growth() {} } };
+  const imports = {
+    env: {
+      emscripten_notify_memory_growth() {},
+      needle_now_ms: () => performance.now(), // the engine's clock for tok/s figures
+    },
+  };
   const instance = await WebAssembly.instantiate(module, imports);
   const { exports } = instance;
   // Standalone modules run their static constructors in _initialize.

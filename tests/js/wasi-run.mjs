@@ -7,6 +7,7 @@ const wasi = new WASI({ version: 'preview1', args: [process.argv[2]], env: {}, r
   preopens: { '.': process.cwd() } });
 const module = await WebAssembly.compile(readFileSync(process.argv[2]));
 const instance = await WebAssembly.instantiate(module, {
-  wasi_snapshot_preview1: wasi.wasiImport, env: { emscripten_notify_memory_growth() {} },
+  wasi_snapshot_preview1: wasi.wasiImport,
+  env: { emscripten_notify_memory_growth() {}, needle_now_ms: () => performance.now() },
 });
 process.exitCode = wasi.start(instance);

@@ -1,0 +1,154 @@
+// client.js: the caller's side of a model that lives in a worker. A
+// WorkerModel has the methods of Model (model.js), each returning a promise,
+// and generate() is the same async iterator; errors thrown in the worker are
+// re-thrown here with their name, code and stack. Each WorkerModel owns one
+// worker, so a page can hold several models. Works over a browser module
+// Worker and over Node worker_threads.
+
+import { request, encodeSource, deserializeError, endpoint } from './protocol.js';
+import { NeedleError, STATUS } from './engine.js';
+
+const WORKER_URL = new URL('./worker.js', import.meta.url);
+const isBrowser = typeof window !== 'undefined' || typeof WorkerGlobalScope !== 'undefined';
+
+async function spawn(url) {
+  if (isBrowser) return endpoint(new Worker(url, { type: 'module', name: 'needle-model' }));
+  const threads = await import('node:worker_threads');
+  return endpoint(new threads.Worker(url));
+}
+
+function abortedError(signal) {
+  if (signal.reason instanceof NeedleError) return signal.reason;
+  const error = new NeedleError('stopped by the caller', STATUS.ABORTED);
+  error.name = 'AbortError';
+  return error;
+}
+
+export class WorkerModel {
+  /**
+   * Starts a worker and loads source in it (see loadModel in index.js).
+   * options: onProgress, signal, cache, total, transfer (hand over an
+   * ArrayBuffer instead of copying it), wasm (URL or WebAssembly.Module),
+   * workerUrl.
+   */
+  static async load(source, options = {}) {
+    const { onProgress, signal, workerUrl = WORKER_URL, transfer, total, worker: _, ...rest } = options;
+    if (signal?.aborted) throw abortedError(signal);
+    const base = isBrowser && typeof location !== 'undefined' ? location.href : undefined;
+    const encoded = encodeSource(source, { transfer, total, base });
+    const wasm = rest.wasm instanceof URL ? rest.wasm.href : rest.wasm;
+    const model = new WorkerModel(await spawn(workerUrl));
+    try {
+      model.info = await model.send(request.load(model.nextId++, encoded.wire, { ...rest, wasm }),
+        encoded.transfer, { onProgress, signal });
+    } catch (error) {
+      model.terminate();
+      throw error;
+    }
+    model.source = model.info.source;
+    model.vocabulary = model.info.vocabulary;
+    model.ids = model.info.ids;
+    return model;
+  }
+
+  constructor(port) {
+    this.port = port;
+    this.nextId = 1;
+    this.pending = new Map(); // id -> { resolve, reject, onMessage }
+    this.memory = { bytes: 0, peak: 0 };
+    this.failure = null;
+    port.listen((message) => this.receive(message));
+    port.onFailure((error) => this.fail(error));
+  }
+
+  receive(message) {
+    const entry = this.pending.get(message.id);
+    if (!entry) return;
+    if (message.memory) this.memory = message.memory;
+    if (message.type === 'result') {
+      this.pending.delete(message.id);
+      entry.resolve(message.value);
+    } else if (message.type === 'error') {
+      this.pending.delete(message.id);
+      entry.reject(deserializeError(message.error));
+    } else {
+      entry.onMessage?.(message);
+    }
+  }
+
+  /** The worker died: every open request fails with the same error. */
+  fail(error) {
+    this.failure ??= error;
+    for (const entry of this.pending.values()) entry.reject(this.failure);
+    this.pending.clear();
+  }
+
+  /** Posts one request; resolves with its result. signal posts an abort. */
+  send(message, transfer = [], { onProgress, onMessage, signal } = {}) {
+    if (this.failure) return Promise.reject(this.failure);
+    if (!this.port) return Promise.reject(new NeedleError('this model was freed', STATUS.ARGUMENT));
+    return new Promise((resolve, reject) => {
+      const onAbort = () => this.port?.post(request.abort(message.id));
+      signal?.addEventListener('abort', onAbort, { once: true });
+      const done = (fn) => (value) => { signal?.removeEventListener('abort', onAbort); fn(value); };
+      this.pending.set(message.id, {
+        resolve: done(resolve), reject: done(reject),
+        onMessage: onMessage ?? ((m) => m.type === 'progress' && onProgress?.({ loaded: m.loaded, total: m.total, checked: m.checked })),
+      });
+      this.port.post(message, transfer);
+    });
+  }
+
+  call(method, ...args) { return this.send(request.call(this.nextId++, method, args)); }
+
+  inspect() { return this.call('inspect'); }
+  tokenize(text) { return this.call('tokenize', text); }
+  detokenize(ids) { return this.call('detokenize', ids); }
+  logits(ids, options = {}) { return this.call('logits', ids, options); }
+
+  /** Same as Model.generate: yields { token, text } as the worker produces them. */
+  async *generate(prompt, options = {}) {
+    const { signal, ...rest } = options;
+    if (signal?.aborted) throw abortedError(signal);
+    const id = this.nextId++;
+    const queue = [];
+    let wake = null;
+    let finished = false;
+    let failure = null;
+    const result = this.send(request.generate(id, prompt, rest), [], {
+      signal,
+      onMessage: (m) => { if (m.type === 'token') { queue.push({ token: m.token, text: m.text }); wake?.(); } },
+    }).then(() => { finished = true; wake?.(); }, (error) => { failure = error; finished = true; wake?.(); });
+    try {
+      for (;;) {
+        // Tokens already in flight when the caller aborted are dropped.
+        if (signal?.aborted) throw abortedError(signal);
+        if (queue.length) { yield queue.shift(); continue; }
+        if (finished) break;
+        await new Promise((resolve) => { wake = resolve; });
+        wake = null;
+      }
+      await result;
+      if (failure) throw failure;
+    } finally {
+      if (!finished) this.port?.post(request.abort(id)); // the caller stopped iterating early
+    }
+  }
+
+  /** Highest wasm memory size of the worker's engine, as of its last reply. */
+  get peakMemoryBytes() { return this.memory.peak; }
+
+  /** Releases the model and ends its worker. */
+  async free() {
+    if (!this.port) return;
+    try { await this.send(request.free(this.nextId++)); } finally { this.terminate(); }
+  }
+
+  terminate() {
+    if (!this.port) return;
+    const port = this.port;
+    this.port = null;
+    this.fail(new NeedleError('this model was freed', STATUS.ARGUMENT));
+    port.close();
+  }
+}
