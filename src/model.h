@@ -1,6 +1,9 @@
 /* model.h: the loaded model (immutable after needle_model_load): the
  * validated archive, views of the packed CQ matrices and every dense control
- * tensor converted to f32. Shared by any number of sessions. */
+ * tensor converted to f32. Shared by any number of sessions; session.c runs
+ * the forward pass over it. Shapes use the notation of spec section 2:
+ * d hidden, H query heads, KV kv heads, hd head dim, n lanes, N hadamard dim,
+ * L layers. */
 #ifndef ND_MODEL_H
 #define ND_MODEL_H
 
@@ -8,10 +11,56 @@
 #include "cq.h"
 #include "needle.h"
 
+#define ND_MAX_SITES 4u
+#define ND_MAX_HEAD_KINDS 2u
+#define ND_KV_GROUP 64u /* CQ KV quantisation group (spec section 5) */
+
+typedef struct {
+    const float *norm_in, *post_norm, *pre_hada; /* [d] zcrms scales */
+    const float *q_norm, *k_norm;                /* [hd] */
+    const float *d1, *d2, *d3;                   /* [N] Hadamard MLP diagonals */
+    float attn_gate;                             /* sigmoid(logit), precomputed */
+    nd_cq q, k, v, gate;                         /* [H*hd|KV*hd, d] */
+    nd_cq out;                                   /* [d, H*hd] */
+    nd_cq phi_pre, phi_post;                     /* [n, n*d] rows of this layer */
+    nd_cq phi_res;                               /* [n*n, n*d] */
+    float a_pre, a_post, a_res;
+    const float *b_pre, *b_post; /* [n] */
+    const float *b_res;          /* [n, n] */
+    int site;                    /* engram site index read by this layer, or -1 */
+} nd_layer;
+
+typedef struct {
+    nd_cq tables;       /* [tables*slots, sub] */
+    nd_cq key, value;   /* [d, tables*sub] */
+    const float *taps;  /* [taps, d] */
+} nd_site;
+
+typedef struct {
+    uint32_t kind;        /* ND_HEAD_* */
+    uint32_t probes, out; /* P, out */
+    const float *probe;   /* [P, d] */
+    const float *proj;    /* [out, P*d] */
+    const float *bias;    /* [out] */
+} nd_head;
+
 struct needle_model {
     nd_archive archive;        /* geometry and records; first member */
     needle_tokenizer *tokenizer;
-    /* weights: filled in by model.c (see the forward pass) */
+    nd_cq embedding;           /* [vocab, d], tied with the logits */
+    nd_layer *layers;          /* [L] */
+    nd_site sites[ND_MAX_SITES];
+    const float *final_norm;   /* [d] */
+    nd_head heads[ND_MAX_HEAD_KINDS];
+    uint32_t head_count;
+    float kv_levels[16];       /* CQ KV levels (kvBits 2..4), sorted as in the header */
+    uint32_t kv_level_count;   /* 0 when kvBits is 8 */
+    uint32_t window;           /* default attention window W (spec section 5) */
+    int32_t pad_id;            /* cells of pad tokens are not pooled */
+    float *dense;              /* one allocation holding every dense tensor as f32 */
 };
+
+/* The window the spec derives from the header (kvWindow, else the budget formula). */
+uint32_t nd_model_default_window(const nd_geometry *g);
 
 #endif

@@ -105,8 +105,9 @@ NEEDLE_API size_t needle_detokenize(const needle_tokenizer *tok, const int32_t *
 typedef struct needle_decoder needle_decoder;
 NEEDLE_API needle_decoder *needle_decoder_new(const needle_tokenizer *tok);
 NEEDLE_API void needle_decoder_free(needle_decoder *dec);
-/* Appends the text completed by `id` to out (at most cap bytes, cap >= 64 is
- * always enough for one piece... see tokenizer.c); returns bytes written. */
+/* Appends the text completed by `id` to out (at most cap bytes) and returns
+ * the bytes written; text that does not fit is held back, whole characters
+ * only, and comes out first on the next push or flush. */
 NEEDLE_API size_t needle_decoder_push(needle_decoder *dec, int32_t id, char *out, size_t cap);
 /* Emits what is held back at the end (U+FFFD for an incomplete sequence). */
 NEEDLE_API size_t needle_decoder_flush(needle_decoder *dec, char *out, size_t cap);
@@ -116,8 +117,8 @@ typedef struct needle_session needle_session;
 
 /* A new session over `model` (which must outlive it). window 0 = the
  * archive's window (spec section 5); sinks = number of leading positions
- * pinned forever (the runtime also pins through </tools> of the first user
- * turn by itself when sinks is 0... see session.c); exact = 1 runs f32
+ * pinned forever (0 = none; the agent pins through </tools> of the first
+ * user turn); exact = 1 runs f32
  * activations and (for kvBits 8) an f32 KV cache, 0 the fastest mode. */
 NEEDLE_API needle_session *needle_session_new(const needle_model *model, uint32_t window,
                                               uint32_t sinks, int exact, needle_error *err);
@@ -132,6 +133,52 @@ NEEDLE_API uint32_t needle_session_position(const needle_session *session);
 /* Forgets every position from `position` on (position <= current, and every
  * kept position still in the cache or pinned); returns a status. */
 NEEDLE_API int needle_session_rewind(needle_session *session, uint32_t position, needle_error *err);
+/* Pins the first `sinks` positions forever (attendable outside the window).
+ * Allowed before they are fed, or later while every position to pin is still
+ * in the cache; unpinning fed positions needs a rewind below them first. */
+NEEDLE_API int needle_session_set_sinks(needle_session *session, uint32_t sinks, needle_error *err);
+/* A probe head over the cells pooled so far (spec section 4): kind 1
+ * (contrastive) writes 128 floats of unit norm, kind 2 (confidence) one
+ * probability. NEEDLE_E_ARGUMENT when the archive has no such head,
+ * NEEDLE_E_CONTEXT when nothing was pooled. Rewinding to 0 restarts pooling;
+ * other rewinds leave it as is. */
+NEEDLE_API int needle_session_head(needle_session *session, int kind, float *out, needle_error *err);
+/* Restarts pooling: only positions fed from now on count. */
+NEEDLE_API void needle_session_pool_reset(needle_session *session);
+
+/* ---- Tool-call grammar (src/grammar.c) ---------------------------------- */
+/* Constrains the call array [{"name":..,"arguments":{..}},...] to the declared
+ * tools' JSON Schemas, byte by byte, in compact JSON (no whitespace).
+ *   g = needle_grammar_new(tok, tools, len, end_id, &err);  // NEEDLE_E_SCHEMA names tool + pointer
+ *   loop: needle_grammar_mask(g, logits); id = sample(logits); needle_grammar_accept(g, id, &err);
+ *   until needle_grammar_done(g)    // the end token (</tool_call>) was accepted
+ * A vocabulary (the byte trie of the tokenizer's pieces) can be built once
+ * and shared by many grammars; needle_grammar_new builds a private one. */
+typedef struct needle_grammar needle_grammar;
+typedef struct needle_vocab needle_vocab;
+NEEDLE_API needle_vocab *needle_vocab_new(const needle_tokenizer *tok, needle_error *err);
+NEEDLE_API void needle_vocab_free(needle_vocab *vocab);
+/* tools_json: the declared tools array; end_token: id of </tool_call>. The
+ * grammar borrows `vocab` (it must outlive the grammar). */
+NEEDLE_API needle_grammar *needle_grammar_new_shared(const needle_vocab *vocab, const char *tools_json,
+                                                     size_t len, int32_t end_token, needle_error *err);
+NEEDLE_API needle_grammar *needle_grammar_new(const needle_tokenizer *tok, const char *tools_json,
+                                              size_t len, int32_t end_token, needle_error *err);
+NEEDLE_API void needle_grammar_free(needle_grammar *g);
+/* Back to the start of the array. */
+NEEDLE_API void needle_grammar_reset(needle_grammar *g);
+/* Sets logits of every disallowed token to -INFINITY; returns the number
+ * allowed (0 = dead end, which the grammar's construction rules out). */
+NEEDLE_API uint32_t needle_grammar_mask(needle_grammar *g, float *logits);
+/* Advances by one token; NEEDLE_E_ARGUMENT (state unchanged) if not allowed. */
+NEEDLE_API int needle_grammar_accept(needle_grammar *g, int32_t token, needle_error *err);
+/* 1 once the end token was accepted. */
+NEEDLE_API int needle_grammar_done(const needle_grammar *g);
+/* Caller JSON text to Python-compatible compact JSON (spec section 7): writes
+ * at most cap bytes (NUL-terminated when room), returns the full length, or 0
+ * with err filled when the text is not JSON. */
+NEEDLE_API size_t needle_json_compact(const char *json, size_t len, char *out, size_t cap,
+                                      needle_error *err);
 
 /* ---- Sampling ---------------------------------------------------------- */
 typedef struct needle_sampler needle_sampler;
@@ -145,6 +192,44 @@ NEEDLE_API void needle_sampler_free(needle_sampler *sampler);
  * repetition penalty applies to. */
 NEEDLE_API int32_t needle_sampler_sample(needle_sampler *sampler, float *logits,
                                          const int32_t *recent, size_t n_recent);
+
+/* ---- Agent: tool calls, turns and the envelope (spec sections 7-8) ------ */
+typedef struct needle_agent needle_agent;
+
+NEEDLE_API needle_agent *needle_agent_new(const needle_model *model, needle_error *err);
+NEEDLE_API void needle_agent_free(needle_agent *agent);
+/* Declares one tool: a JSON object {"name","description","parameters"}
+ * (rendered as compact JSON in the given key order). Call before init. */
+NEEDLE_API int needle_agent_add_tool(needle_agent *agent, const char *json, size_t len,
+                                     needle_error *err);
+/* Compiles the tools' grammar (schema errors name the tool and the JSON
+ * pointer), embeds the tools when there are more than 5, renders the system
+ * turn and tools block and prefills it. system may be empty. */
+NEEDLE_API int needle_agent_init(needle_agent *agent, const char *system, size_t len,
+                                 needle_error *err);
+NEEDLE_API void needle_agent_set_sampling(needle_agent *agent, float temperature, uint32_t top_k,
+                                          float top_p, float min_p, float repetition_penalty,
+                                          uint32_t seed);
+enum { NEEDLE_TURN_AUTO = 0, NEEDLE_TURN_QUERY = 1, NEEDLE_TURN_TOOL_RESULT = 2 };
+/* Starts a turn: a query, or a tool result (JSON text) after a turn that
+ * called tools; AUTO picks the tool result after calls, else a query. */
+NEEDLE_API int needle_agent_begin(needle_agent *agent, const char *text, size_t len, int kind,
+                                  uint32_t max_new_tokens, needle_error *err);
+enum { NEEDLE_STEP_DONE = 0, NEEDLE_STEP_REASONING = 1, NEEDLE_STEP_CALL = 2, NEEDLE_STEP_MARKER = 3 };
+/* Produces the next piece of the turn into out (at most cap bytes, *out_len
+ * set); returns a NEEDLE_STEP_* kind, or -1 when the turn failed (the
+ * envelope says why; the conversation is as before the turn). */
+NEEDLE_API int needle_agent_step(needle_agent *agent, char *out, size_t cap, size_t *out_len);
+/* Ends the turn in progress as failed (NEEDLE_E_ABORTED), undoing it. */
+NEEDLE_API void needle_agent_abort(needle_agent *agent);
+/* The envelope JSON of the last turn; returns its full length. */
+NEEDLE_API size_t needle_agent_envelope(const needle_agent *agent, char *out, size_t cap);
+/* Rewinds the conversation to just after the tools block. */
+NEEDLE_API int needle_agent_reset(needle_agent *agent, needle_error *err);
+/* Tokens the last needle_agent_begin fed (its own, or more after a re-render). */
+NEEDLE_API uint32_t needle_agent_prefill_count(const needle_agent *agent);
+/* The tools array rendered into the prompt and the grammar now. */
+NEEDLE_API size_t needle_agent_rendered_tools(const needle_agent *agent, char *out, size_t cap);
 
 #ifdef __cplusplus
 }

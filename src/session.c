@@ -1,0 +1,835 @@
+/* session.c: one conversation over a model: the forward pass of spec section
+ * 3, the caches of section 5 and the probe pooling of section 4.
+ *
+ * Memory is bounded whatever the length: the KV cache is a ring of W + chunk
+ * slots (W the attention window) plus `sinks` pinned slots; the token
+ * history (for the engram hashes) and the engram value history (for the
+ * taps) are small rings too; the probe heads pool every cell online. Every
+ * buffer is allocated in needle_session_new (and set_sinks), none per token.
+ *
+ * A feed of n tokens runs in chunks of ND_CHUNK positions: each matrix is
+ * applied to the whole chunk with one GEMM (prefill) and attention is causal
+ * within the chunk, so feeding a sequence at once or token by token gives the
+ * same logits up to float summation order.
+ */
+#include "session.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fp16.h"
+#include "hadamard.h"
+
+#define ND_CHUNK 16u /* positions per prefill GEMM: bounds the scratch memory */
+
+enum { KV_F32, KV_I8, KV_CQ };
+
+struct needle_session {
+    const needle_model *model;
+    uint32_t window, sinks, position;
+    int kv_format;
+    uint32_t hdp;                 /* head dim as stored: padded to 64 for CQ KV */
+    size_t row_bytes, slot_bytes; /* one K or V head row; every row of one position */
+    uint32_t kv_cap, tok_cap, v0_cap;
+    uint32_t kv_from, tok_from;   /* lowest position the rings still hold */
+    uint8_t *ring, *sink;         /* [kv_cap][slot], [sinks][slot] */
+    int32_t *ring_tok, *sink_tok; /* [tok_cap], [sinks] */
+    float *v0;                    /* [sites][v0_cap][d] engram values before the taps */
+    float *pool;                  /* [heads][P][2 + d]: max, sum, weighted sum */
+    size_t pool_floats;
+    size_t bytes, sink_bytes;     /* allocated in total; by the sink storage */
+    float *scores;                /* [sinks + W] attention weights of one head */
+    uint32_t *slots;              /* [chunk][tables] engram slots */
+    const int32_t *ids;           /* the chunk being run */
+    /* scratch, one allocation: see session_scratch() */
+    float *buf, *x, *nx, *xr, *mpre, *mpost, *mres, *u, *bx, *h, *a, *ek, *ev;
+    float *q, *gt, *o, *k, *v, *e, *keep, *rope, *tmp, *qa, *cell;
+};
+
+/* ---- small maths --------------------------------------------------------- */
+
+static float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+/* 1 / sqrt(mean(v^2) + 1e-6), accumulated in double. */
+static float rms_inv(const float *v, uint32_t n) {
+    double s = 0;
+    for (uint32_t i = 0; i < n; i++) s += (double)v[i] * v[i];
+    return (float)(1.0 / sqrt(s / n + 1e-6));
+}
+
+/* out = (1 + scale) * rms_unit(v); out may alias v. */
+static void zcrms(const float *v, const float *scale, uint32_t n, float *out) {
+    float r = rms_inv(v, n);
+    for (uint32_t i = 0; i < n; i++) out[i] = (1.0f + scale[i]) * (v[i] * r);
+}
+
+/* A <- exp(20 rounds of row then column log-normalisation of A), n x n. */
+static void sinkhorn(double *A, uint32_t n) {
+    for (int it = 0; it < 20; it++) {
+        for (int pass = 0; pass < 2; pass++) {
+            for (uint32_t r = 0; r < n; r++) {
+                size_t step = pass ? n : 1, at = pass ? r : (size_t)r * n;
+                double m = -INFINITY, s = 0;
+                for (uint32_t c = 0; c < n; c++) m = fmax(m, A[at + c * step]);
+                for (uint32_t c = 0; c < n; c++) s += exp(A[at + c * step] - m);
+                double lse = m + log(s);
+                for (uint32_t c = 0; c < n; c++) A[at + c * step] -= lse;
+            }
+        }
+    }
+    for (uint32_t i = 0; i < n * n; i++) A[i] = exp(A[i]);
+}
+
+/* The CQ level nearest to u (levels sorted ascending), ties to the lower one,
+ * exactly as a searchsorted over the levels decides it. */
+static uint8_t nearest_level(float u, const float *lv, uint32_t count) {
+    uint32_t pos = 0;
+    while (pos < count && lv[pos] < u) pos++;
+    if (pos < 1) pos = 1;
+    if (pos > count - 1) pos = count - 1;
+    return (uint8_t)(fabsf(u - lv[pos - 1]) <= fabsf(u - lv[pos]) ? pos - 1 : pos);
+}
+
+/* ---- matrices over a chunk --------------------------------------------- */
+
+/* y[T][m->rows] = m x[t] for T activations at stride `stride`. The rotation
+ * into s->xr is skipped when `prev` (the matrix last rotated for, over the
+ * same x) has the same group and width, so q/k/v/gate share one rotation. */
+static const nd_cq *matmul(needle_session *s, const nd_cq *m, const nd_cq *prev, const float *x,
+                           size_t stride, uint32_t T, float *y) {
+    uint32_t pad = nd_cq_padded(m);
+    if (!prev || prev->group != m->group || prev->cols != m->cols)
+        for (uint32_t t = 0; t < T; t++) nd_cq_rotate(m, x + t * stride, s->xr + (size_t)t * pad);
+    if (T == 1) nd_cq_gemv(m, s->xr, y);
+    else nd_cq_gemm(m, s->xr, T, y);
+    return m;
+}
+
+/* ---- caches --------------------------------------------------------------- */
+
+static int32_t *token_at(needle_session *s, uint32_t pos) {
+    return pos < s->sinks ? &s->sink_tok[pos] : &s->ring_tok[pos % s->tok_cap];
+}
+
+/* Row `which` (0 K, 1 V) of kv head `head` of `layer` at position pos. */
+static uint8_t *kv_row(const needle_session *s, uint32_t pos, uint32_t layer, uint32_t head,
+                       int which) {
+    const nd_geometry *g = &s->model->archive.geometry;
+    uint8_t *slot = pos < s->sinks ? s->sink + (size_t)pos * s->slot_bytes
+                                   : s->ring + (size_t)(pos % s->kv_cap) * s->slot_bytes;
+    return slot + (((size_t)layer * g->kv_heads + head) * 2 + (size_t)which) * s->row_bytes;
+}
+
+static float *v0_at(needle_session *s, uint32_t site, uint32_t pos) {
+    uint32_t d = s->model->archive.geometry.hidden;
+    return s->v0 + ((size_t)site * s->v0_cap + pos % s->v0_cap) * d;
+}
+
+/* Stores one head vector x[hd] in the cache format: f32; int8 with one f32
+ * scale per 32 values; or CQ (spec section 5: H64, unit levels, fp16 norm). */
+static void kv_store(needle_session *s, const float *x, uint8_t *row) {
+    uint32_t hd = s->model->archive.geometry.head_dim;
+    if (s->kv_format == KV_F32) {
+        memcpy(row, x, hd * sizeof(float));
+    } else if (s->kv_format == KV_I8) {
+        float *scale = (float *)row;
+        int8_t *qv = (int8_t *)(row + (size_t)((hd + 31) / 32) * 4);
+        for (uint32_t b = 0; b * 32 < hd; b++) {
+            uint32_t end = b * 32 + 32 < hd ? b * 32 + 32 : hd;
+            float amax = 0;
+            for (uint32_t i = b * 32; i < end; i++) amax = fmaxf(amax, fabsf(x[i]));
+            scale[b] = amax / 127.0f;
+            for (uint32_t i = b * 32; i < end; i++) {
+                float r = amax > 0 ? rintf(x[i] / scale[b]) : 0.0f;
+                qv[i] = (int8_t)(r > 127 ? 127 : r < -127 ? -127 : r);
+            }
+        }
+    } else {
+        const needle_model *m = s->model;
+        float *norms = (float *)row, r[ND_KV_GROUP];
+        uint8_t *idx = row + (size_t)(s->hdp / ND_KV_GROUP) * 4;
+        for (uint32_t g = 0; g * ND_KV_GROUP < s->hdp; g++) {
+            double ss = 0;
+            for (uint32_t i = 0; i < ND_KV_GROUP; i++) {
+                uint32_t c = g * ND_KV_GROUP + i;
+                r[i] = c < hd ? x[c] : 0.0f;
+            }
+            nd_fwht(r, ND_KV_GROUP);
+            for (uint32_t i = 0; i < ND_KV_GROUP; i++) ss += (double)r[i] * r[i];
+            float n = (float)sqrt(ss), div = n > 1e-12f ? n : 1e-12f;
+            for (uint32_t i = 0; i < ND_KV_GROUP; i++)
+                idx[g * ND_KV_GROUP + i] = nearest_level(r[i] / div, m->kv_levels, m->kv_level_count);
+            norms[g] = nd_fp16_to_f32(nd_f32_to_fp16(n));
+        }
+    }
+}
+
+/* q . k for a cached K row; q is rotated per 64 (and padded) for CQ rows. */
+static float kv_dot(const needle_session *s, const float *q, const uint8_t *row) {
+    uint32_t hd = s->model->archive.geometry.head_dim;
+    float acc = 0;
+    if (s->kv_format == KV_F32) {
+        const float *k = (const float *)row;
+        for (uint32_t i = 0; i < hd; i++) acc += q[i] * k[i];
+    } else if (s->kv_format == KV_I8) {
+        const float *scale = (const float *)row;
+        const int8_t *kv = (const int8_t *)(row + (size_t)((hd + 31) / 32) * 4);
+        for (uint32_t b = 0; b * 32 < hd; b++) {
+            float part = 0;
+            for (uint32_t i = b * 32; i < hd && i < b * 32 + 32; i++) part += q[i] * kv[i];
+            acc += scale[b] * part;
+        }
+    } else {
+        const float *norms = (const float *)row, *lv = s->model->kv_levels;
+        const uint8_t *idx = row + (size_t)(s->hdp / ND_KV_GROUP) * 4;
+        for (uint32_t g = 0; g * ND_KV_GROUP < s->hdp; g++) {
+            float part = 0;
+            for (uint32_t i = g * ND_KV_GROUP; i < (g + 1) * ND_KV_GROUP; i++) part += lv[idx[i]] * q[i];
+            acc += norms[g] * part;
+        }
+    }
+    return acc;
+}
+
+/* acc += w * v for a cached V row (CQ rows accumulate in the rotated domain). */
+static void kv_axpy(const needle_session *s, float w, const uint8_t *row, float *acc) {
+    uint32_t hd = s->model->archive.geometry.head_dim;
+    if (s->kv_format == KV_F32) {
+        const float *v = (const float *)row;
+        for (uint32_t i = 0; i < hd; i++) acc[i] += w * v[i];
+    } else if (s->kv_format == KV_I8) {
+        const float *scale = (const float *)row;
+        const int8_t *vv = (const int8_t *)(row + (size_t)((hd + 31) / 32) * 4);
+        for (uint32_t i = 0; i < hd; i++) acc[i] += (w * scale[i / 32]) * vv[i];
+    } else {
+        const float *norms = (const float *)row, *lv = s->model->kv_levels;
+        const uint8_t *idx = row + (size_t)(s->hdp / ND_KV_GROUP) * 4;
+        for (uint32_t i = 0; i < s->hdp; i++) acc[i] += (w * norms[i / ND_KV_GROUP]) * lv[idx[i]];
+    }
+}
+
+/* ---- attention ------------------------------------------------------------ */
+
+/* RoPE (half split) of one head vector with the cos/sin table of its position. */
+static void rope(float *x, const float *cs, uint32_t hd) {
+    uint32_t half = hd / 2;
+    for (uint32_t m = 0; m < half; m++) {
+        float c = cs[m], sn = cs[half + m], a = x[m], b = x[m + half];
+        x[m] = a * c - b * sn;
+        x[m + half] = b * c + a * sn;
+    }
+}
+
+/* cos and sin of p * theta^(-2m/hd) for every position of the chunk, in double. */
+static void rope_table(needle_session *s, uint32_t p0, uint32_t T) {
+    const nd_geometry *g = &s->model->archive.geometry;
+    uint32_t half = g->head_dim / 2;
+    for (uint32_t t = 0; t < T; t++) {
+        float *cs = s->rope + (size_t)t * g->head_dim;
+        for (uint32_t m = 0; m < half; m++) {
+            double ang = (double)(p0 + t) * pow((double)g->rope_theta, -2.0 * m / g->head_dim);
+            cs[m] = (float)cos(ang);
+            cs[half + m] = (float)sin(ang);
+        }
+    }
+}
+
+/* o[H*hd] = softmax-weighted cached values for the query q at position p:
+ * the sinks, then positions p-W+1..p (spec section 3, allowed positions). */
+static void attend(needle_session *s, uint32_t layer, uint32_t p, const float *q, float *o) {
+    const nd_geometry *g = &s->model->archive.geometry;
+    uint32_t hd = g->head_dim, rep = g->query_heads / g->kv_heads;
+    uint32_t ns = p + 1 < s->sinks ? p + 1 : s->sinks;
+    uint32_t lo = p + 1 > s->window ? p + 1 - s->window : 0;
+    if (lo < s->sinks) lo = s->sinks;
+    uint32_t count = ns + (p + 1 > lo ? p + 1 - lo : 0);
+    float inv = (float)(1.0 / sqrt((double)hd)), *qr = s->qa, *acc = s->qa + s->hdp;
+    for (uint32_t h = 0; h < g->query_heads; h++) {
+        uint32_t kvh = h / rep;
+        memset(qr, 0, s->hdp * sizeof(float));
+        memcpy(qr, q + (size_t)h * hd, hd * sizeof(float));
+        if (s->kv_format == KV_CQ)
+            for (uint32_t b = 0; b < s->hdp; b += ND_KV_GROUP) nd_fwht(qr + b, ND_KV_GROUP);
+        float mx = -INFINITY, sum = 0;
+        for (uint32_t j = 0; j < count; j++) {
+            uint32_t pos = j < ns ? j : lo + (j - ns);
+            s->scores[j] = kv_dot(s, qr, kv_row(s, pos, layer, kvh, 0)) * inv;
+            mx = fmaxf(mx, s->scores[j]);
+        }
+        memset(acc, 0, s->hdp * sizeof(float));
+        for (uint32_t j = 0; j < count; j++) {
+            uint32_t pos = j < ns ? j : lo + (j - ns);
+            float w = expf(s->scores[j] - mx);
+            sum += w;
+            kv_axpy(s, w, kv_row(s, pos, layer, kvh, 1), acc);
+        }
+        if (s->kv_format == KV_CQ)
+            for (uint32_t b = 0; b < s->hdp; b += ND_KV_GROUP) nd_fwht(acc + b, ND_KV_GROUP);
+        for (uint32_t i = 0; i < hd; i++) o[(size_t)h * hd + i] = acc[i] / sum;
+    }
+}
+
+/* bx += sigmoid(attn_gate) * zcrms(attention(zcrms(bx, norm_in)), post_norm). */
+static void attention_block(needle_session *s, uint32_t li, uint32_t p0, uint32_t T) {
+    const nd_geometry *g = &s->model->archive.geometry;
+    const nd_layer *l = &s->model->layers[li];
+    uint32_t d = g->hidden, hd = g->head_dim, qw = g->query_heads * hd, kw = g->kv_heads * hd;
+    for (uint32_t t = 0; t < T; t++) zcrms(s->bx + (size_t)t * d, l->norm_in, d, s->h + (size_t)t * d);
+    const nd_cq *prev = matmul(s, &l->q, NULL, s->h, d, T, s->q);
+    prev = matmul(s, &l->k, prev, s->h, d, T, s->k);
+    prev = matmul(s, &l->v, prev, s->h, d, T, s->v);
+    matmul(s, &l->gate, prev, s->h, d, T, s->gt);
+    for (uint32_t t = 0; t < T; t++) {
+        const float *cs = s->rope + (size_t)t * hd;
+        for (uint32_t h = 0; h < g->query_heads; h++) {
+            float *qh = s->q + (size_t)t * qw + (size_t)h * hd;
+            zcrms(qh, l->q_norm, hd, qh);
+            rope(qh, cs, hd);
+        }
+        for (uint32_t h = 0; h < g->kv_heads; h++) {
+            float *kh = s->k + (size_t)t * kw + (size_t)h * hd;
+            zcrms(kh, l->k_norm, hd, kh);
+            rope(kh, cs, hd);
+            kv_store(s, kh, kv_row(s, p0 + t, li, h, 0));
+            kv_store(s, s->v + (size_t)t * kw + (size_t)h * hd, kv_row(s, p0 + t, li, h, 1));
+        }
+    }
+    for (uint32_t t = 0; t < T; t++) {
+        float *o = s->o + (size_t)t * qw;
+        attend(s, li, p0 + t, s->q + (size_t)t * qw, o);
+        for (uint32_t i = 0; i < qw; i++) o[i] *= sigmoidf(s->gt[(size_t)t * qw + i]);
+    }
+    matmul(s, &l->out, NULL, s->o, qw, T, s->a);
+    for (uint32_t t = 0; t < T; t++) {
+        float *a = s->a + (size_t)t * d, *bx = s->bx + (size_t)t * d;
+        zcrms(a, l->post_norm, d, a);
+        for (uint32_t i = 0; i < d; i++) bx[i] += l->attn_gate * a[i];
+    }
+}
+
+/* bx += first d of d3 * HN silu(d2 * HN (d1 * pad(zcrms(bx, pre_hada)))). */
+static void mlp_block(needle_session *s, const nd_layer *l, uint32_t T) {
+    const nd_geometry *g = &s->model->archive.geometry;
+    uint32_t d = g->hidden, N = g->hadamard_dim;
+    float *z = s->tmp;
+    for (uint32_t t = 0; t < T; t++) {
+        float *bx = s->bx + (size_t)t * d;
+        zcrms(bx, l->pre_hada, d, z);
+        for (uint32_t i = 0; i < N; i++) z[i] = i < d ? l->d1[i] * z[i] : 0.0f;
+        nd_fwht(z, N);
+        for (uint32_t i = 0; i < N; i++) {
+            float w = l->d2[i] * z[i];
+            z[i] = w * sigmoidf(w);
+        }
+        nd_fwht(z, N);
+        for (uint32_t i = 0; i < d; i++) bx[i] += l->d3[i] * z[i];
+    }
+}
+
+/* ---- engram --------------------------------------------------------------- */
+
+/* Table slots of position p (spec section 3 hash) and whether each n-gram exists. */
+static void engram_slots(needle_session *s, uint32_t p, uint32_t *slots, float *keep) {
+    const nd_geometry *g = &s->model->archive.geometry;
+    uint32_t heads = g->engram_tables / g->order_count;
+    for (uint32_t o = 0; o < g->order_count; o++) {
+        for (uint32_t e = 0; e < heads; e++) {
+            uint32_t t = o * heads + e, acc = 0x9E3779B9u * (t + 1);
+            for (uint32_t j = 0; j < g->orders[o]; j++) {
+                uint32_t tok = j <= p ? (uint32_t)*token_at(s, p - j) : 0;
+                acc = (acc ^ tok) * 0x01000193u;
+            }
+            acc ^= acc >> 15;
+            slots[t] = acc % g->engram_slots;
+            keep[t] = p + 1 >= g->orders[o] ? 1.0f : 0.0f;
+        }
+    }
+}
+
+/* e[tables*sub] of position p for a site: the gathered table rows. */
+static void engram_gather(needle_session *s, const nd_site *st, const uint32_t *slots,
+                          const float *keep, float *e) {
+    const nd_geometry *g = &s->model->archive.geometry;
+    for (uint32_t t = 0; t < g->engram_tables; t++) {
+        float *row = e + (size_t)t * g->engram_sub;
+        nd_cq_row(&st->tables, t * g->engram_slots + slots[t], row, s->tmp);
+        for (uint32_t i = 0; i < g->engram_sub; i++) row[i] *= keep[t];
+    }
+}
+
+/* Site `site` at layer input u: bx = u + alpha * ev (spec section 3). */
+static void engram_block(needle_session *s, uint32_t site, uint32_t p0, uint32_t T) {
+    const nd_geometry *g = &s->model->archive.geometry;
+    const nd_site *st = &s->model->sites[site];
+    uint32_t d = g->hidden, width = g->engram_tables * g->engram_sub, tb = g->engram_tables;
+    for (uint32_t t = 0; t < T; t++)
+        engram_gather(s, st, s->slots + (size_t)t * tb, s->keep + (size_t)t * tb,
+                      s->e + (size_t)t * width);
+    const nd_cq *prev = matmul(s, &st->key, NULL, s->e, width, T, s->ek);
+    matmul(s, &st->value, prev, s->e, width, T, s->ev);
+    for (uint32_t t = 0; t < T; t++) memcpy(v0_at(s, site, p0 + t), s->ev + (size_t)t * d, d * sizeof(float));
+    float inv_sqrt_d = (float)(1.0 / sqrt((double)d));
+    for (uint32_t t = 0; t < T; t++) {
+        uint32_t p = p0 + t;
+        float *ev = s->ev + (size_t)t * d, *ek = s->ek + (size_t)t * d, *u = s->u + (size_t)t * d;
+        memset(ev, 0, d * sizeof(float));
+        for (uint32_t m = 0; m < g->engram_taps && (uint64_t)m * g->engram_dilation <= p; m++) {
+            const float *tap = st->taps + (size_t)m * d, *v0 = v0_at(s, site, p - m * g->engram_dilation);
+            for (uint32_t i = 0; i < d; i++) ev[i] += tap[i] * v0[i];
+        }
+        float dot = 0, ru = rms_inv(u, d), rk = rms_inv(ek, d);
+        for (uint32_t i = 0; i < d; i++) dot += (u[i] * ru) * (ek[i] * rk);
+        float alpha = sigmoidf(dot * inv_sqrt_d);
+        float *bx = s->bx + (size_t)t * d;
+        for (uint32_t i = 0; i < d; i++) bx[i] = u[i] + alpha * ev[i];
+    }
+}
+
+/* ---- probe pooling ---------------------------------------------------------- */
+
+static void pool_clear(needle_session *s) {
+    uint32_t d = s->model->archive.geometry.hidden;
+    for (size_t at = 0; at < s->pool_floats; at += 2 + d) {
+        s->pool[at] = -INFINITY;
+        memset(s->pool + at + 1, 0, (1 + d) * sizeof(float));
+    }
+}
+
+/* One online-softmax step of every probe of every head with cell c[d]. */
+static void pool_add(needle_session *s, const float *c) {
+    const needle_model *m = s->model;
+    uint32_t d = m->archive.geometry.hidden;
+    float inv = (float)(1.0 / sqrt((double)d)), *acc = s->pool;
+    for (uint32_t h = 0; h < m->head_count; h++) {
+        for (uint32_t k = 0; k < m->heads[h].probes; k++, acc += 2 + d) {
+            const float *probe = m->heads[h].probe + (size_t)k * d;
+            float score = 0;
+            for (uint32_t i = 0; i < d; i++) score += c[i] * probe[i];
+            score *= inv;
+            float keep = 1.0f, w = 1.0f;
+            if (score > acc[0]) {
+                keep = expf(acc[0] - score); /* 0 for the first cell */
+                acc[0] = score;
+            } else {
+                w = expf(score - acc[0]);
+            }
+            acc[1] = acc[1] * keep + w;
+            for (uint32_t i = 0; i < d; i++) acc[2 + i] = acc[2 + i] * keep + w * c[i];
+        }
+    }
+}
+
+/* ---- the forward pass of one chunk -------------------------------------------- */
+
+/* x[n*d] of each position: the embedding row times sqrt(d) in every lane. */
+static void embed(needle_session *s, uint32_t T) {
+    const nd_geometry *g = &s->model->archive.geometry;
+    uint32_t d = g->hidden, nd = g->lanes * d;
+    float scale = (float)sqrt((double)d);
+    for (uint32_t t = 0; t < T; t++) {
+        float *x = s->x + (size_t)t * nd;
+        nd_cq_row(&s->model->embedding, (uint32_t)s->ids[t], x, s->tmp);
+        for (uint32_t i = 0; i < d; i++) x[i] *= scale;
+        if (s->model->head_count && s->ids[t] != s->model->pad_id) pool_add(s, x);
+        for (uint32_t j = 1; j < g->lanes; j++) memcpy(x + (size_t)j * d, x, d * sizeof(float));
+    }
+}
+
+/* u = sum_j hpre[j] X[j] from the mHC pre mix (with lane offsets). */
+static void mhc_pre(needle_session *s, const nd_layer *l, uint32_t li, uint32_t T) {
+    const nd_geometry *g = &s->model->archive.geometry;
+    uint32_t n = g->lanes, d = g->hidden, nd = n * d, c = li % n;
+    for (uint32_t t = 0; t < T; t++) {
+        const float *x = s->x + (size_t)t * nd;
+        float r = rms_inv(x, nd), *nx = s->nx + (size_t)t * nd;
+        for (uint32_t i = 0; i < nd; i++) nx[i] = x[i] * r;
+    }
+    const nd_cq *prev = matmul(s, &l->phi_pre, NULL, s->nx, nd, T, s->mpre);
+    prev = matmul(s, &l->phi_post, prev, s->nx, nd, T, s->mpost);
+    matmul(s, &l->phi_res, prev, s->nx, nd, T, s->mres);
+    for (uint32_t t = 0; t < T; t++) {
+        const float *x = s->x + (size_t)t * nd;
+        float *u = s->u + (size_t)t * d;
+        memset(u, 0, d * sizeof(float));
+        for (uint32_t j = 0; j < n; j++) {
+            float hp = sigmoidf(l->a_pre * s->mpre[t * n + j] + l->b_pre[j] + (j == c ? 4.0f : -4.0f));
+            for (uint32_t i = 0; i < d; i++) u[i] += hp * x[(size_t)j * d + i];
+        }
+    }
+}
+
+/* X'[a] = sum_b R[a][b] X[b] + hpost[a] * y, y = block output - u; then pools
+ * the lane mean of each position. */
+static void mhc_post(needle_session *s, const nd_layer *l, uint32_t li, uint32_t T) {
+    const needle_model *m = s->model;
+    const nd_geometry *g = &m->archive.geometry;
+    uint32_t n = g->lanes, d = g->hidden, nd = n * d, c = li % n;
+    double R[ND_MAX_LANES * ND_MAX_LANES];
+    for (uint32_t t = 0; t < T; t++) {
+        float *x = s->x + (size_t)t * nd, *y = s->bx + (size_t)t * d, *u = s->u + (size_t)t * d;
+        float hpost[ND_MAX_LANES];
+        for (uint32_t i = 0; i < d; i++) y[i] -= u[i];
+        for (uint32_t a = 0; a < n; a++)
+            hpost[a] = 2.0f * sigmoidf(l->a_post * s->mpost[t * n + a] + l->b_post[a] +
+                                       (a == c ? 0.0f : -4.0f));
+        for (uint32_t i = 0; i < n * n; i++)
+            R[i] = (double)(l->a_res * s->mres[(size_t)t * n * n + i] + l->b_res[i]);
+        sinkhorn(R, n);
+        for (uint32_t a = 0; a < n; a++) {
+            float *out = s->tmp + (size_t)a * d;
+            for (uint32_t i = 0; i < d; i++) out[i] = hpost[a] * y[i];
+            for (uint32_t b = 0; b < n; b++) {
+                float r = (float)R[a * n + b];
+                for (uint32_t i = 0; i < d; i++) out[i] += r * x[(size_t)b * d + i];
+            }
+        }
+        memcpy(x, s->tmp, nd * sizeof(float));
+        if (m->head_count && s->ids[t] != m->pad_id) {
+            for (uint32_t i = 0; i < d; i++) {
+                float sum = 0;
+                for (uint32_t a = 0; a < n; a++) sum += x[(size_t)a * d + i];
+                s->cell[i] = sum / (float)n;
+            }
+            pool_add(s, s->cell);
+        }
+    }
+}
+
+/* logits[T'][vocab] = E zcrms(mean of lanes, final_norm) for positions first..T-1. */
+static void final_logits(needle_session *s, uint32_t first, uint32_t T, float *logits) {
+    const nd_geometry *g = &s->model->archive.geometry;
+    uint32_t n = g->lanes, d = g->hidden;
+    for (uint32_t t = first; t < T; t++) {
+        const float *x = s->x + (size_t)t * n * d;
+        float *f = s->u + (size_t)(t - first) * d;
+        for (uint32_t i = 0; i < d; i++) {
+            float sum = 0;
+            for (uint32_t a = 0; a < n; a++) sum += x[(size_t)a * d + i];
+            f[i] = sum / (float)n;
+        }
+        zcrms(f, s->model->final_norm, d, f);
+    }
+    matmul(s, &s->model->embedding, NULL, s->u, d, T - first, logits);
+}
+
+static void forward_chunk(needle_session *s, const int32_t *ids, uint32_t T, float *logits, int all) {
+    const needle_model *m = s->model;
+    const nd_geometry *g = &m->archive.geometry;
+    uint32_t p0 = s->position;
+    s->ids = ids;
+    for (uint32_t t = 0; t < T; t++) *token_at(s, p0 + t) = ids[t];
+    if (g->site_count)
+        for (uint32_t t = 0; t < T; t++)
+            engram_slots(s, p0 + t, s->slots + (size_t)t * g->engram_tables,
+                         s->keep + (size_t)t * g->engram_tables);
+    rope_table(s, p0, T);
+    embed(s, T);
+    for (uint32_t li = 0; li < g->layers; li++) {
+        const nd_layer *l = &m->layers[li];
+        mhc_pre(s, l, li, T);
+        if (l->site >= 0) engram_block(s, (uint32_t)l->site, p0, T);
+        else memcpy(s->bx, s->u, (size_t)T * g->hidden * sizeof(float));
+        attention_block(s, li, p0, T);
+        mlp_block(s, l, T);
+        mhc_post(s, l, li, T);
+    }
+    s->position = p0 + T;
+    if (s->position > s->kv_cap && s->position - s->kv_cap > s->kv_from)
+        s->kv_from = s->position - s->kv_cap;
+    if (s->position > s->tok_cap && s->position - s->tok_cap > s->tok_from)
+        s->tok_from = s->position - s->tok_cap;
+    if (logits) final_logits(s, all ? 0 : T - 1, T, logits);
+}
+
+/* ---- public API --------------------------------------------------------------- */
+
+int needle_session_feed(needle_session *s, const int32_t *ids, size_t n, float *logits, int all,
+                        needle_error *err) {
+    if (!s || (n && !ids)) return nd_fail(err, NEEDLE_E_ARGUMENT, "session or ids is NULL");
+    if (!n) return logits ? nd_fail(err, NEEDLE_E_ARGUMENT, "no tokens to give logits for") : NEEDLE_OK;
+    const nd_geometry *g = &s->model->archive.geometry;
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || (uint32_t)ids[i] >= g->vocab)
+            return nd_fail(err, NEEDLE_E_ARGUMENT, "token %zu is %d, vocabulary is %u", i, ids[i], g->vocab);
+    if (n > UINT32_MAX - s->position)
+        return nd_fail(err, NEEDLE_E_CONTEXT, "%zu more tokens overflow the position counter", n);
+    for (size_t done = 0; done < n;) {
+        uint32_t T = n - done < ND_CHUNK ? (uint32_t)(n - done) : ND_CHUNK;
+        float *out = NULL;
+        if (logits && all) out = logits + done * g->vocab;
+        else if (logits && done + T == n) out = logits;
+        forward_chunk(s, ids + done, T, out, all);
+        done += T;
+    }
+    return NEEDLE_OK;
+}
+
+uint32_t needle_session_position(const needle_session *s) { return s ? s->position : 0; }
+
+/* Tokens the engram of position r and the value history before it read. */
+static uint32_t token_history(const nd_geometry *g) {
+    uint32_t maxo = 1;
+    for (uint32_t o = 0; o < g->order_count; o++) maxo = g->orders[o] > maxo ? g->orders[o] : maxo;
+    return (maxo - 1) + (g->engram_taps ? g->engram_taps - 1 : 0) * g->engram_dilation;
+}
+
+/* Recomputes the engram values v0 of positions [r - (taps-1)*dilation, r). */
+static void rebuild_v0(needle_session *s, uint32_t r) {
+    const nd_geometry *g = &s->model->archive.geometry;
+    uint32_t span = (g->engram_taps ? g->engram_taps - 1 : 0) * g->engram_dilation;
+    uint32_t from = r > span ? r - span : 0;
+    for (uint32_t p = from; p < r; p++) {
+        engram_slots(s, p, s->slots, s->keep);
+        for (uint32_t site = 0; site < g->site_count; site++) {
+            const nd_site *st = &s->model->sites[site];
+            engram_gather(s, st, s->slots, s->keep, s->e);
+            matmul(s, &st->value, NULL, s->e, 0, 1, v0_at(s, site, p));
+        }
+    }
+}
+
+int needle_session_rewind(needle_session *s, uint32_t r, needle_error *err) {
+    if (!s) return nd_fail(err, NEEDLE_E_ARGUMENT, "session is NULL");
+    if (r > s->position)
+        return nd_fail(err, NEEDLE_E_ARGUMENT, "cannot rewind to %u: only %u positions fed", r, s->position);
+    if (r == s->position) return NEEDLE_OK;
+    const nd_geometry *g = &s->model->archive.geometry;
+    /* The next query at r reads K/V of [lo, r) and the engram reads tokens of [tlo, r). */
+    uint32_t lo = r + 1 > s->window ? r + 1 - s->window : 0, hist = token_history(g);
+    uint32_t tlo = r > hist ? r - hist : 0;
+    if (lo < s->sinks) lo = s->sinks;
+    if (tlo < s->sinks) tlo = s->sinks;
+    if ((lo < r && lo < s->kv_from) || (tlo < r && tlo < s->tok_from))
+        return nd_fail(err, NEEDLE_E_CONTEXT, "cannot rewind to %u: positions from %u on left the cache",
+                       r, lo < s->kv_from ? lo : tlo);
+    s->position = r;
+    if (s->kv_from > r) s->kv_from = r;
+    if (s->tok_from > r) s->tok_from = r;
+    if (r == 0) pool_clear(s);
+    else if (g->site_count) rebuild_v0(s, r);
+    return NEEDLE_OK;
+}
+
+/* ---- construction --------------------------------------------------------------- */
+
+static int add_size(size_t *total, uint64_t count) {
+    if (count > (SIZE_MAX / sizeof(float)) - *total) return 0;
+    *total += (size_t)count;
+    return 1;
+}
+
+static uint32_t widest_input(const needle_model *m) {
+    const nd_geometry *g = &m->archive.geometry;
+    uint32_t w = nd_cq_padded(&m->embedding);
+    for (uint32_t i = 0; i < g->layers; i++) {
+        const nd_layer *l = &m->layers[i];
+        const nd_cq *all[] = {&l->q, &l->k, &l->v, &l->gate, &l->out, &l->phi_pre, &l->phi_post, &l->phi_res};
+        for (size_t j = 0; j < sizeof all / sizeof *all; j++)
+            if (nd_cq_padded(all[j]) > w) w = nd_cq_padded(all[j]);
+    }
+    for (uint32_t s = 0; s < g->site_count; s++) {
+        if (nd_cq_padded(&m->sites[s].key) > w) w = nd_cq_padded(&m->sites[s].key);
+        if (nd_cq_padded(&m->sites[s].value) > w) w = nd_cq_padded(&m->sites[s].value);
+    }
+    return w;
+}
+
+/* Carves every per-chunk buffer out of one allocation. */
+static int session_scratch(needle_session *s, needle_error *err) {
+    const needle_model *m = s->model;
+    const nd_geometry *g = &m->archive.geometry;
+    uint64_t B = ND_CHUNK, d = g->hidden, n = g->lanes, nd = n * d;
+    uint64_t qw = (uint64_t)g->query_heads * g->head_dim, kw = (uint64_t)g->kv_heads * g->head_dim;
+    uint64_t width = (uint64_t)g->engram_tables * g->engram_sub, tb = g->engram_tables;
+    uint64_t tmp = nd > g->hadamard_dim ? nd : g->hadamard_dim;
+    if (tmp < ND_CQ_MAX_GROUP) tmp = ND_CQ_MAX_GROUP;
+    float **ptr[] = {&s->x, &s->nx, &s->xr, &s->mpre, &s->mpost, &s->mres, &s->u, &s->bx, &s->h,
+                     &s->a, &s->ek, &s->ev, &s->q, &s->gt, &s->o, &s->k, &s->v, &s->e,
+                     &s->keep, &s->rope, &s->tmp, &s->qa, &s->cell};
+    uint64_t len[] = {B * nd, B * nd, B * widest_input(m), B * n, B * n, B * n * n, B * d, B * d,
+                      B * d, B * d, B * d, B * d, B * qw, B * qw, B * qw, B * kw, B * kw,
+                      B * width, B * tb, B * g->head_dim, tmp, 2 * (uint64_t)s->hdp, d};
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof len / sizeof *len; i++)
+        if (!add_size(&total, len[i])) return nd_fail(err, NEEDLE_E_NOMEM, "session scratch overflows");
+    s->buf = calloc(total, sizeof(float));
+    s->bytes += total * sizeof(float) + ((size_t)(B * tb) + 1) * sizeof(uint32_t);
+    s->slots = calloc((size_t)(B * tb) + 1, sizeof(uint32_t));
+    if (!s->buf || !s->slots) return nd_fail(err, NEEDLE_E_NOMEM, "no memory for %zu scratch floats", total);
+    float *at = s->buf;
+    for (size_t i = 0; i < sizeof len / sizeof *len; i++) {
+        *ptr[i] = at;
+        at += len[i];
+    }
+    return NEEDLE_OK;
+}
+
+/* Allocates a zeroed array of count * size bytes, or NULL on overflow. */
+static void *alloc_array(uint64_t count, uint64_t size) {
+    if (size && count > SIZE_MAX / size) return NULL;
+    return calloc(count ? (size_t)count : 1, (size_t)size);
+}
+
+/* Sink storage and the attention-score buffer for `sinks` pinned positions. */
+static int alloc_sinks(needle_session *s, uint32_t sinks, uint8_t **kv, int32_t **tok, float **scores,
+                       needle_error *err) {
+    *kv = alloc_array(sinks, s->slot_bytes);
+    *tok = alloc_array(sinks, sizeof(int32_t));
+    *scores = alloc_array((uint64_t)sinks + s->window, sizeof(float));
+    if (*kv && *tok && *scores) {
+        s->bytes -= s->sink_bytes;
+        s->sink_bytes = (size_t)sinks * (s->slot_bytes + sizeof(int32_t)) +
+                        ((size_t)sinks + s->window) * sizeof(float);
+        s->bytes += s->sink_bytes;
+        return NEEDLE_OK;
+    }
+    free(*kv), free(*tok), free(*scores);
+    return nd_fail(err, NEEDLE_E_NOMEM, "no memory for %u pinned positions", sinks);
+}
+
+static int session_alloc(needle_session *s, needle_error *err) {
+    const needle_model *m = s->model;
+    const nd_geometry *g = &m->archive.geometry;
+    uint32_t hd = g->head_dim;
+    s->kv_format = g->kv_bits != 8 ? KV_CQ : s->kv_format;
+    s->hdp = s->kv_format == KV_CQ ? (hd + ND_KV_GROUP - 1) / ND_KV_GROUP * ND_KV_GROUP : hd;
+    if (s->kv_format == KV_F32) s->row_bytes = (size_t)hd * 4;
+    else if (s->kv_format == KV_I8) s->row_bytes = ((size_t)(hd + 31) / 32) * 4 + ((size_t)hd + 3) / 4 * 4;
+    else s->row_bytes = (size_t)(s->hdp / ND_KV_GROUP) * 4 + s->hdp;
+    s->slot_bytes = (size_t)g->layers * g->kv_heads * 2 * s->row_bytes;
+    s->kv_cap = s->window + ND_CHUNK;
+    s->tok_cap = s->window + ND_CHUNK + token_history(g) + 1;
+    s->v0_cap = (g->engram_taps ? g->engram_taps - 1 : 0) * g->engram_dilation + ND_CHUNK;
+    for (uint32_t h = 0; h < m->head_count; h++)
+        s->pool_floats += (size_t)m->heads[h].probes * (2 + g->hidden);
+    s->ring = alloc_array(s->kv_cap, s->slot_bytes);
+    s->ring_tok = alloc_array(s->tok_cap, sizeof(int32_t));
+    s->v0 = alloc_array((uint64_t)g->site_count * s->v0_cap * g->hidden, sizeof(float));
+    s->pool = alloc_array(s->pool_floats, sizeof(float));
+    if (!s->ring || !s->ring_tok || !s->v0 || !s->pool)
+        return nd_fail(err, NEEDLE_E_NOMEM, "no memory for a KV cache of %u positions", s->kv_cap);
+    s->bytes = (size_t)s->kv_cap * s->slot_bytes + (size_t)s->tok_cap * sizeof(int32_t) +
+               ((size_t)g->site_count * s->v0_cap * g->hidden + s->pool_floats) * sizeof(float);
+    pool_clear(s);
+    int rc = alloc_sinks(s, s->sinks, &s->sink, &s->sink_tok, &s->scores, err);
+    return rc ? rc : session_scratch(s, err);
+}
+
+needle_session *needle_session_new(const needle_model *model, uint32_t window, uint32_t sinks,
+                                   int exact, needle_error *err) {
+    if (!model) { nd_fail(err, NEEDLE_E_ARGUMENT, "model is NULL"); return NULL; }
+    if (window > ND_MAX_SEQ || sinks > ND_MAX_SEQ) {
+        nd_fail(err, NEEDLE_E_ARGUMENT, "window %u or sinks %u exceeds %u", window, sinks, ND_MAX_SEQ);
+        return NULL;
+    }
+    needle_session *s = calloc(1, sizeof *s);
+    if (!s) { nd_fail(err, NEEDLE_E_NOMEM, "no memory for a session"); return NULL; }
+    s->model = model;
+    s->window = window ? window : model->window;
+    s->sinks = sinks;
+    s->kv_format = exact ? KV_F32 : KV_I8;
+    if (session_alloc(s, err)) { needle_session_free(s); return NULL; }
+    return s;
+}
+
+void needle_session_free(needle_session *s) {
+    if (!s) return;
+    free(s->ring), free(s->sink), free(s->ring_tok), free(s->sink_tok), free(s->v0);
+    free(s->pool), free(s->scores), free(s->slots), free(s->buf);
+    free(s);
+}
+
+int needle_session_set_sinks(needle_session *s, uint32_t sinks, needle_error *err) {
+    if (!s) return nd_fail(err, NEEDLE_E_ARGUMENT, "session is NULL");
+    if (sinks > ND_MAX_SEQ) return nd_fail(err, NEEDLE_E_ARGUMENT, "sinks %u exceeds %u", sinks, ND_MAX_SEQ);
+    uint32_t keep = s->position < s->sinks ? s->position : s->sinks; /* already pinned, stays */
+    uint32_t move_to = s->position < sinks ? s->position : sinks;     /* [old sinks, move_to) from the ring */
+    if (sinks < s->sinks && s->position > sinks)
+        return nd_fail(err, NEEDLE_E_ARGUMENT, "cannot unpin positions %u..%u already fed; rewind first",
+                       sinks, keep - 1);
+    if (move_to > s->sinks && (s->sinks < s->kv_from || s->sinks < s->tok_from))
+        return nd_fail(err, NEEDLE_E_CONTEXT, "positions %u..%u left the cache before being pinned",
+                       s->sinks, move_to - 1);
+    uint8_t *kv;
+    int32_t *tok;
+    float *scores;
+    int rc = alloc_sinks(s, sinks, &kv, &tok, &scores, err);
+    if (rc) return rc;
+    if (keep > sinks) keep = sinks;
+    memcpy(kv, s->sink, (size_t)keep * s->slot_bytes);
+    memcpy(tok, s->sink_tok, (size_t)keep * sizeof(int32_t));
+    for (uint32_t p = s->sinks; p < move_to; p++) {
+        memcpy(kv + (size_t)p * s->slot_bytes, s->ring + (size_t)(p % s->kv_cap) * s->slot_bytes, s->slot_bytes);
+        tok[p] = s->ring_tok[p % s->tok_cap];
+    }
+    free(s->sink), free(s->sink_tok), free(s->scores);
+    s->sink = kv, s->sink_tok = tok, s->scores = scores, s->sinks = sinks;
+    return NEEDLE_OK;
+}
+
+size_t nd_session_memory(const needle_session *s) { return s ? s->bytes + sizeof *s : 0; }
+
+uint32_t nd_session_sinks(const needle_session *s) { return s ? s->sinks : 0; }
+
+/* ---- heads -------------------------------------------------------------------- */
+
+uint32_t nd_head_outputs(const needle_model *m, uint32_t kind) {
+    for (uint32_t h = 0; m && h < m->head_count; h++)
+        if (m->heads[h].kind == kind) return m->heads[h].out;
+    return 0;
+}
+
+size_t nd_session_pool_bytes(const needle_model *m) {
+    size_t floats = 0;
+    for (uint32_t h = 0; m && h < m->head_count; h++)
+        floats += (size_t)m->heads[h].probes * (2 + m->archive.geometry.hidden);
+    return floats ? floats * sizeof(float) : 1;
+}
+
+void nd_session_pool_save(const needle_session *s, void *mark) {
+    if (s->pool_floats) memcpy(mark, s->pool, s->pool_floats * sizeof(float));
+}
+
+void nd_session_pool_restore(needle_session *s, const void *mark) {
+    if (s->pool_floats) memcpy(s->pool, mark, s->pool_floats * sizeof(float));
+}
+
+void needle_session_pool_reset(needle_session *s) {
+    if (s) pool_clear(s);
+}
+
+int needle_session_head(needle_session *s, int kind, float *out, needle_error *err) {
+    if (!s || !out) return nd_fail(err, NEEDLE_E_ARGUMENT, "session or out is NULL");
+    const needle_model *m = s->model;
+    uint32_t d = m->archive.geometry.hidden;
+    const float *pool = s->pool;
+    const nd_head *hd = NULL;
+    for (uint32_t h = 0; h < m->head_count && !hd; h++) {
+        if (m->heads[h].kind == (uint32_t)kind) hd = &m->heads[h];
+        else pool += (size_t)m->heads[h].probes * (2 + d);
+    }
+    if (!hd) return nd_fail(err, NEEDLE_E_ARGUMENT, "the archive has no probe head of kind %d", kind);
+    if (pool[0] == -INFINITY) return nd_fail(err, NEEDLE_E_CONTEXT, "no positions pooled yet");
+    double norm = 0, first = 0;
+    for (uint32_t o = 0; o < hd->out; o++) {
+        const float *w = hd->proj + (size_t)o * hd->probes * d;
+        double acc = hd->bias[o];
+        for (uint32_t k = 0; k < hd->probes; k++) {
+            const float *pk = pool + (size_t)k * (2 + d);
+            double part = 0;
+            for (uint32_t i = 0; i < d; i++) part += (double)w[(size_t)k * d + i] * pk[2 + i];
+            acc += part / pk[1];
+        }
+        if (kind == ND_HEAD_CONTRASTIVE) out[o] = (float)acc;
+        if (o == 0) first = acc;
+        norm += acc * acc;
+    }
+    if (kind == ND_HEAD_CONTRASTIVE) {
+        double inv = 1.0 / sqrt(norm + 1e-12);
+        for (uint32_t o = 0; o < hd->out; o++) out[o] = (float)(out[o] * inv);
+    } else {
+        out[0] = (float)(1.0 / (1.0 + exp(-first)));
+    }
+    return NEEDLE_OK;
+}
