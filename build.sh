@@ -17,12 +17,19 @@ CFLAGS_COMMON="-std=c11 -Wall -Wextra -Wno-unused-parameter -Isrc"
 EXPORTS=$(sed -n 's/^NEEDLE_API[^(]* \**\(needle_[a-z0-9_]*\)(.*/_\1/p' src/needle.h | paste -sd, -)
 EXPORTS="$EXPORTS,_malloc,_free"
 
+# Tells emcc that env.needle_now_ms (src/platform.h) is an import js/wasm.js provides.
+host_imports() {
+  mkdir -p build
+  echo 'mergeInto(LibraryManager.library, { needle_now_ms: function () { return 0; } });' > build/host-imports.js
+  echo build/host-imports.js
+}
+
 wasm() {
   mkdir -p dist
   # Standalone module, no Emscripten JS glue: js/wasm.js instantiates it with one import.
   emcc $CFLAGS_COMMON -O3 -msimd128 -DND_SIMD128 \
     --no-entry -sSTANDALONE_WASM -sALLOW_MEMORY_GROWTH -sINITIAL_MEMORY=4194304 \
-    -sTOTAL_STACK=1048576 -sEXPORTED_FUNCTIONS="$EXPORTS" \
+    -sTOTAL_STACK=1048576 -sEXPORTED_FUNCTIONS="$EXPORTS" --js-library "$(host_imports)" \
     $ENGINE_SOURCES $SIMD_SOURCES -o dist/needle.wasm
   echo "built dist/needle.wasm ($(stat -c %s dist/needle.wasm) bytes)"
 }
@@ -40,7 +47,8 @@ native() {
     cc $CFLAGS_COMMON -Itests/c $san "$t" $ENGINE_SOURCES -lm -o "build/native/$name"
     # The same test as a WASI module with the SIMD kernels, run by tests/js/c-units.test.js.
     emcc $CFLAGS_COMMON -Itests/c -O2 -msimd128 -DND_SIMD128 -sSTANDALONE_WASM \
-      -sALLOW_MEMORY_GROWTH -sTOTAL_STACK=1048576 "$t" $ENGINE_SOURCES $SIMD_SOURCES \
+      -sALLOW_MEMORY_GROWTH -sTOTAL_STACK=1048576 --js-library "$(host_imports)" \
+      "$t" $ENGINE_SOURCES $SIMD_SOURCES \
       -o "build/wasi/$name.wasm"
   done
   echo "built native and WASI unit tests in build/"
@@ -60,6 +68,7 @@ deps() {
   command -v clang >/dev/null || need+=(clang)
   compgen -G "/usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a" >/dev/null || need+=(libclang-rt-14-dev)
   command -v node >/dev/null || need+=(nodejs npm)
+  [ -x /usr/bin/chromium ] || need+=(chromium)
   if [ ${#need[@]} -gt 0 ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
