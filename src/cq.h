@@ -17,11 +17,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Largest group the kernels accept (they keep one group on the stack); the
+ * loader must reject CQ records with a larger group. */
+#define ND_CQ_MAX_GROUP 256u
+
 typedef struct {
     const uint8_t *packed; /* rows * row_bytes bytes of index bitstream (archive bytes) */
     const uint8_t *norms;  /* rows * groups fp16 little-endian, possibly unaligned */
     uint32_t rows, cols;   /* logical [output, input] */
-    uint32_t group;        /* power of two */
+    uint32_t group;        /* power of two, 1..ND_CQ_MAX_GROUP */
     uint32_t groups;       /* cols padded / group */
     uint32_t bits;         /* bits per index in the stream: 2, 3 or 4 (ternary is 2) */
     uint32_t row_bytes;    /* groups * group * bits / 8 */
@@ -47,6 +51,17 @@ void nd_cq_gemv_ref(const nd_cq *m, const float *xr, float *y);
 /* Y[t][rows] = W X[t] for n activations rotated into XR[t][padded] (row-major,
  * stride padded); each weight group is unpacked once for all n. */
 void nd_cq_gemm_ref(const nd_cq *m, const float *xr, uint32_t n, float *y);
+
+/* Dense f32 y[rows] = W[rows][cols] x (W row-major): the baseline the
+ * benchmark compares CQ against. */
+void nd_f32_gemv_ref(const float *w, uint32_t rows, uint32_t cols, const float *x, float *y);
+
+#ifdef ND_SIMD128
+void nd_f32_gemv_simd128(const float *w, uint32_t rows, uint32_t cols, const float *x, float *y);
+#define nd_f32_gemv nd_f32_gemv_simd128
+#else
+#define nd_f32_gemv nd_f32_gemv_ref
+#endif
 
 #ifdef ND_SIMD128
 void nd_cq_row_simd128(const nd_cq *m, uint32_t row, float *out, float *scratch);
