@@ -46,6 +46,29 @@ enum {
     ND_M_PHI_PRE, ND_M_PHI_POST, ND_M_PHI_RES, ND_MHC_COUNT
 };
 enum { ND_S_TABLES, ND_S_KEY, ND_S_VALUE, ND_S_TAPS, ND_PER_SITE };
+enum { ND_H_PROBES, ND_H_PROJ, ND_H_BIAS, ND_PER_HEAD };
+
+/* Bounds archive.c enforces on the header, chosen so that every size the
+ * engine derives (tensor elements, rows, widths, per-position cache sizes)
+ * fits comfortably in 64-bit arithmetic and every row or width fits a u32.
+ * The released model (spec section 1) is far inside all of them. */
+#define ND_MAX_VOCAB (1u << 20)
+#define ND_MAX_HIDDEN 8192u
+#define ND_MAX_HEADS 256u         /* queryHeads; kvHeads <= queryHeads */
+#define ND_MAX_HEAD_DIM 1024u
+#define ND_MAX_ATTN_WIDTH 65536u  /* queryHeads * headDimension */
+#define ND_MAX_LAYERS 256u
+#define ND_MAX_SEQ (1u << 20)     /* maximumSequence and kvWindow */
+#define ND_MAX_LANES 4u           /* the released model uses 4 */
+#define ND_MAX_SLOTS (1u << 22)   /* engramSlots; tables * slots rows < 2^28 */
+#define ND_MAX_SUB 8192u          /* engramSubDimension */
+#define ND_MAX_TABLES 64u
+#define ND_MAX_ENGRAM_WIDTH 65536u /* engramTables * engramSubDimension */
+#define ND_MAX_TAPS 64u
+#define ND_MAX_DILATION 4096u
+#define ND_MAX_ORDER 64u          /* each engram n-gram order */
+#define ND_MIN_GROUP 8u           /* CQ group: a power of two in 8..1024 */
+#define ND_MAX_GROUP 1024u
 
 typedef struct {
     nd_geometry geometry;
@@ -63,6 +86,17 @@ uint32_t nd_layer_tensor(const nd_geometry *g, uint32_t layer, uint32_t which);
 uint32_t nd_mhc_tensor(const nd_geometry *g, uint32_t which);
 uint32_t nd_site_tensor(const nd_geometry *g, uint32_t site, uint32_t which);
 uint32_t nd_final_norm_tensor(const nd_geometry *g);
+/* Heads (only when a->head_count > 0): the manifest, then per head `which`
+ * of ND_H_*; the tokenizer is always the last record. */
+uint32_t nd_manifest_tensor(const nd_geometry *g);
+uint32_t nd_head_tensor(const nd_geometry *g, uint32_t head, uint32_t which);
+uint32_t nd_tokenizer_tensor(const nd_archive *a);
+
+/* Number of elements of a record (product of its shape; 0 for RAW). */
+uint64_t nd_record_elements(const nd_record *r);
+/* Converts a validated FP16 or FP32 record to out[nd_record_elements(r)]
+ * floats. Returns NEEDLE_OK, or NEEDLE_E_ARGUMENT for a CQ/RAW record. */
+int nd_record_dense(const nd_archive *a, uint32_t index, float *out);
 
 /* Human name of tensor `index` ("layer 14 k_proj"), written into buf. */
 void nd_tensor_name(const nd_archive *a, uint32_t index, char *buf, size_t cap);
@@ -73,8 +107,12 @@ void nd_tensor_name(const nd_archive *a, uint32_t index, char *buf, size_t cap);
 int nd_archive_parse(const uint8_t *bytes, size_t size, nd_archive *a, needle_error *err);
 
 /* Validates only what a prefix of the file can show (header, codebooks,
- * directory), for streaming loads. Returns NEEDLE_OK once the whole directory
- * was present and valid, NEEDLE_E_INCOMPLETE when more bytes are needed. */
+ * directory, the heads manifest once its blob is present), for streaming
+ * loads: every record present is checked against its canonical position and
+ * against total_size. Returns NEEDLE_OK once the whole directory was present
+ * and valid, NEEDLE_E_INCOMPLETE when more bytes are needed. When the prefix
+ * is the whole file (size == total_size) it runs the full nd_archive_parse
+ * (blob contents included), so OK then means the archive is valid. */
 int nd_archive_check_prefix(const uint8_t *bytes, size_t size, uint64_t total_size,
                             needle_error *err);
 
