@@ -56,6 +56,18 @@ typedef struct needle_model needle_model;
 /* Validates the archive and builds the model. Returns NULL and fills *err on
  * failure. `err` may be NULL. */
 NEEDLE_API needle_model *needle_model_load(const uint8_t *bytes, size_t size, needle_error *err);
+
+/* Flags of needle_model_load_ex. NEEDLE_LOAD_REPACK: after validation the
+ * engine rewrites the 2- and 4-bit weight matrices of at least 128 rows in
+ * place into its tiled layout (same bytes, see src/cq.h), which the fast
+ * integer kernels read; `bytes` then no longer hold an archive (also after a
+ * failed load) and must stay alive and untouched while the model lives.
+ * Sessions in exact mode compute the same results on either layout. */
+#define NEEDLE_LOAD_REPACK 1u
+
+/* needle_model_load with flags (0 behaves as needle_model_load). */
+NEEDLE_API needle_model *needle_model_load_ex(uint8_t *bytes, size_t size, uint32_t flags,
+                                              needle_error *err);
 NEEDLE_API void needle_model_free(needle_model *model);
 
 /* Checks a prefix of an archive of total_size bytes as it streams in: returns
@@ -230,6 +242,33 @@ NEEDLE_API int needle_agent_reset(needle_agent *agent, needle_error *err);
 NEEDLE_API uint32_t needle_agent_prefill_count(const needle_agent *agent);
 /* The tools array rendered into the prompt and the grammar now. */
 NEEDLE_API size_t needle_agent_rendered_tools(const needle_agent *agent, char *out, size_t cap);
+
+/* ---- Profiling and benchmarks (src/session.c, src/bench.c) ------------- */
+/* Stages of the forward pass that needle_session_profile reports. */
+enum {
+    NEEDLE_STAGE_EMBEDDING = 0, /* embedding row gather and lane copies */
+    NEEDLE_STAGE_MHC = 1,       /* mHC mixes: Phi GEMVs, Sinkhorn, pre and post mixes */
+    NEEDLE_STAGE_ENGRAM = 2,    /* engram gathers, key/value GEMVs and taps */
+    NEEDLE_STAGE_ATTN_PROJ = 3, /* q/k/v/gate and output projections with their norms */
+    NEEDLE_STAGE_ATTENTION = 4, /* RoPE, KV cache stores, attention over the window */
+    NEEDLE_STAGE_MLP = 5,       /* the Hadamard MLP (FWHTs) */
+    NEEDLE_STAGE_LOGITS = 6,    /* final norm and the tied-embedding logits */
+    NEEDLE_STAGE_OTHER = 7,     /* the rest of a feed (engram hashes, RoPE tables, ...) */
+    NEEDLE_STAGE_COUNT = 8
+};
+/* on = 1 zeroes the stage totals and starts timing every feed; 0 stops. Off,
+ * profiling costs one flag test per stage. */
+NEEDLE_API void needle_session_set_profiling(needle_session *session, int on);
+/* Writes the milliseconds spent in each stage since profiling started into
+ * ms[0..min(n, NEEDLE_STAGE_COUNT)); returns NEEDLE_STAGE_COUNT. */
+NEEDLE_API uint32_t needle_session_profile(const needle_session *session, double *ms, uint32_t n);
+
+/* Benchmark kernel (bench only): times `iterations` GEMVs y = W x of a random
+ * packed CQ matrix [rows, cols] with `group` (bits 2, 3, 4; 1 = ternary) or of
+ * a dense f32 matrix (bits 32, nd_f32_gemv; group ignored). Returns the
+ * milliseconds taken, or -1 with err filled. */
+NEEDLE_API double needle_bench_gemv(uint32_t bits, uint32_t rows, uint32_t cols, uint32_t group,
+                                    uint32_t iterations, needle_error *err);
 
 #ifdef __cplusplus
 }

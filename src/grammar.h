@@ -1,0 +1,27 @@
+/* grammar.h: internal pieces of the tool-call grammar (src/grammar.c) that
+ * tests reach: a byte-level feed that bypasses tokens, the output so far,
+ * and the regex compiler on its own. The public API is in needle.h. */
+#ifndef ND_GRAMMAR_H
+#define ND_GRAMMAR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "needle.h"
+
+/* Feeds raw bytes as if a token carried them: returns NEEDLE_OK when every
+ * byte keeps the output a valid prefix (the state advances), otherwise
+ * NEEDLE_E_ARGUMENT and the state is unchanged. */
+int nd_grammar_feed(needle_grammar *g, const char *bytes, size_t n, needle_error *err);
+/* 1 when the call array is complete (only the end token may follow). */
+int nd_grammar_complete(const needle_grammar *g);
+/* The bytes accepted so far (owned by g, valid until the next call on g). */
+const char *nd_grammar_text(const needle_grammar *g, size_t *len);
+
+/* Compiles an ECMAScript pattern (the subset grammar.c documents) and
+ * reports whether the whole string s matches it with JSON Schema's search
+ * semantics (unanchored unless ^/$): 1 match, 0 no match, -1 compile error
+ * (err filled). For tests. */
+int nd_regex_test(const char *pattern, const char *s, size_t n, needle_error *err);
+
+#endif

@@ -1,0 +1,539 @@
+/* test_grammar.c: the tool-call grammar. A test tokenizer (all 256 byte
+ * pieces plus many multi-byte JSON pieces) drives random walks that pick a
+ * uniformly random allowed token at every step; every walk must end in done
+ * and its text must pass a small JSON Schema validator written here (it
+ * parses with json.c but shares nothing with the matcher). Unit tests cover
+ * bounds, escapes, patterns, formats, enums, uniqueItems, $ref, anyOf and
+ * schema errors. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "grammar.h"
+#include "json.h"
+#include "needle.h"
+#include "platform.h"
+
+/* ---- a test tokenizer blob (spec section 6) ---- */
+typedef struct { uint8_t *p; size_t n, cap; } buf;
+static void put(buf *b, const void *s, size_t n) {
+    if (b->n + n > b->cap) { b->cap = (b->n + n) * 2; b->p = realloc(b->p, b->cap); }
+    memcpy(b->p + b->n, s, n), b->n += n;
+}
+static void put_u32(buf *b, uint32_t v) { put(b, &v, 4); }
+static void piece(buf *b, const char *s, size_t n, int type) {
+    float score = -1.0f;
+    uint8_t t = (uint8_t)type;
+    uint16_t len = (uint16_t)n;
+    put(b, &score, 4), put(b, &t, 1), put(b, &len, 2), put(b, s, n);
+}
+
+static const char *const extra[] = {"{\"", "\":\"", "\",\"", "\"}", "\"}]", "\":", ",\"", "name", "arguments",
+    "\":{\"", "}}", "}]", "[{\"", "[]", "\"name\":\"", "\"arguments\":{", "true", "false", "null", "\u2581",
+    "\u2581the", "0", "1", "2", "10", "12", "100", "-1", ".5", "\\n", "\\\"", "\\u00", "\\ud83d", "e9", "00",
+    "set", "light", "_", "level", "color", "red", "green", "blue", "abc", "ab", "a", "b", "c", "x", "@", ".com",
+    "http", "://", "2024", "-0", "-12-", "T1", ":00", "Z", "\u00e9", "\xf0\x9f\x98\x80", "\"]", "\",", "],\"",
+    "[\"", "\":[", "\":[\"", "\":1", "\":true", "5", "9", "99", "3.1", "-", ".", "e", "E+", "{}", "\"\"", "[1",
+    "aaaaaaaaaaaaaaaa", "<think>"};
+enum { N_SPECIAL = 4, N_USER_END = 4 }; /* id 4 = </tool_call> (user-defined) */
+
+static needle_tokenizer *test_tokenizer(int32_t *end_id) {
+    buf b = {0};
+    uint32_t n = 5 + 256 + (uint32_t)(sizeof extra / sizeof extra[0]);
+    put_u32(&b, n), put_u32(&b, 0), put_u32(&b, 1), put_u32(&b, 2), put_u32(&b, 3);
+    uint8_t flags[4] = {1, 1, 0, 0};
+    put(&b, flags, 4);
+    piece(&b, "<pad>", 5, 2), piece(&b, "</s>", 4, 2), piece(&b, "<s>", 3, 2), piece(&b, "<unk>", 5, 1);
+    piece(&b, "</tool_call>", 12, 3);
+    for (int i = 0; i < 256; i++) {
+        char s[8];
+        snprintf(s, sizeof s, "<0x%02X>", i);
+        piece(&b, s, 6, 4);
+    }
+    for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++)
+        piece(&b, extra[i], strlen(extra[i]), i + 1 == sizeof extra / sizeof extra[0] ? 3 : 0);
+    needle_error err;
+    needle_tokenizer *tok = needle_tokenizer_load(b.p, b.n, &err);
+    if (!tok) printf("tokenizer: %s\n", err.message);
+    free(b.p);
+    *end_id = N_USER_END;
+    return tok;
+}
+
+/* ---- an independent validator ---- */
+static int valid(const nd_jv *v, const nd_jv *s, const nd_jv *root, int depth);
+
+static size_t cps(const char *s, size_t n) {
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) k += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return k;
+}
+static int is_int(double x) { return x == floor(x); }
+static int digits(const char *s, int n) {
+    for (int i = 0; i < n; i++) if (s[i] < '0' || s[i] > '9') return 0;
+    return 1;
+}
+static int valid_date(const char *s, size_t n) {
+    static const int mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (n != 10 || s[4] != '-' || s[7] != '-' || !digits(s, 4) || !digits(s + 5, 2) || !digits(s + 8, 2)) return 0;
+    int y = atoi(s), m = atoi(s + 5), d = atoi(s + 8);
+    int leap = (y % 4 == 0 && y % 100) || y % 400 == 0;
+    return m >= 1 && m <= 12 && d >= 1 && d <= (m == 2 && !leap ? 28 : mdays[m - 1]);
+}
+static int valid_time(const char *s, size_t n) {
+    if (n < 9 || s[2] != ':' || s[5] != ':' || !digits(s, 2) || !digits(s + 3, 2) || !digits(s + 6, 2)) return 0;
+    if (atoi(s) > 23 || atoi(s + 3) > 59 || atoi(s + 6) > 59) return 0;
+    size_t i = 8;
+    if (s[i] == '.') { i++; size_t st = i; while (i < n && s[i] >= '0' && s[i] <= '9') i++; if (i == st) return 0; }
+    if (i < n && s[i] == 'Z') return i + 1 == n;
+    return i + 6 == n && (s[i] == '+' || s[i] == '-') && s[i + 3] == ':' && digits(s + i + 1, 2) && digits(s + i + 4, 2);
+}
+static int valid_format(const char *f, const char *s, size_t n) {
+    if (!strcmp(f, "date")) return valid_date(s, n);
+    if (!strcmp(f, "time")) return valid_time(s, n);
+    if (!strcmp(f, "date-time")) return n > 11 && s[10] == 'T' && valid_date(s, 10) && valid_time(s + 11, n - 11);
+    if (!strcmp(f, "email")) { const char *at = memchr(s, '@', n); return at && at > s && memchr(at, '.', n - (size_t)(at - s)) && !memchr(at + 1, '@', n - (size_t)(at - s) - 1); }
+    if (!strcmp(f, "uri")) return (n > 7 && !memcmp(s, "http://", 7)) || (n > 8 && !memcmp(s, "https://", 8));
+    if (!strcmp(f, "uuid")) {
+        if (n != 36) return 0;
+        for (size_t i = 0; i < 36; i++)
+            if ((i == 8 || i == 13 || i == 18 || i == 23) ? s[i] != '-' : !strchr("0123456789abcdef", s[i])) return 0;
+        return 1;
+    }
+    return 0;
+}
+static int jeq(const nd_jv *a, const nd_jv *b) {
+    if (a->type != b->type) return 0;
+    if (a->type == ND_JNUMBER) return a->num == b->num;
+    if (a->type == ND_JSTRING) return a->len == b->len && !memcmp(a->str, b->str, a->len);
+    if (a->type == ND_JARRAY || a->type == ND_JOBJECT) {
+        if (a->n != b->n) return 0;
+        for (size_t i = 0; i < a->n; i++) {
+            const nd_jv *o = a->type == ND_JARRAY ? &b->kids[i] : nd_jv_get(b, a->kids[i].key);
+            if (!o || !jeq(&a->kids[i], o)) return 0;
+        }
+    }
+    return 1;
+}
+static int type_ok(const nd_jv *v, const char *t) {
+    if (!strcmp(t, "string")) return v->type == ND_JSTRING;
+    if (!strcmp(t, "number")) return v->type == ND_JNUMBER;
+    if (!strcmp(t, "integer")) return v->type == ND_JNUMBER && is_int(v->num);
+    if (!strcmp(t, "boolean")) return v->type == ND_JTRUE || v->type == ND_JFALSE;
+    if (!strcmp(t, "null")) return v->type == ND_JNULL;
+    if (!strcmp(t, "object")) return v->type == ND_JOBJECT;
+    return v->type == ND_JARRAY;
+}
+static double num(const nd_jv *s, const char *k, double dflt) { const nd_jv *x = nd_jv_get(s, k); return x && x->type == ND_JNUMBER ? x->num : dflt; }
+
+static int valid(const nd_jv *v, const nd_jv *s, const nd_jv *root, int depth) {
+    if (depth > 60) return 0;
+    if (s->type == ND_JTRUE) return 1;
+    const nd_jv *x;
+    if ((x = nd_jv_get(s, "$ref"))) {
+        const char *p = x->str + 1;
+        const nd_jv *t = root;
+        while (*p == '/') {
+            char seg[128]; size_t n = 0;
+            for (p++; *p && *p != '/'; p++) seg[n++] = *p;
+            seg[n] = 0;
+            t = nd_jv_get(t, seg);
+            if (!t) return 0;
+        }
+        return valid(v, t, root, depth + 1);
+    }
+    if ((x = nd_jv_get(s, "anyOf")) || (x = nd_jv_get(s, "oneOf"))) {
+        for (size_t i = 0; i < x->n; i++) if (valid(v, &x->kids[i], root, depth + 1)) return 1;
+        return 0;
+    }
+    if ((x = nd_jv_get(s, "type"))) {
+        int ok = 0;
+        if (x->type == ND_JSTRING) ok = type_ok(v, x->str);
+        for (size_t i = 0; x->type == ND_JARRAY && i < x->n; i++) ok |= type_ok(v, x->kids[i].str);
+        if (!ok) return 0;
+    }
+    if ((x = nd_jv_get(s, "const")) && !jeq(v, x)) return 0;
+    if ((x = nd_jv_get(s, "enum"))) {
+        int ok = 0;
+        for (size_t i = 0; i < x->n; i++) ok |= jeq(v, &x->kids[i]);
+        if (!ok) return 0;
+    }
+    if (v->type == ND_JNUMBER) {
+        if (v->num < num(s, "minimum", -INFINITY) || v->num > num(s, "maximum", INFINITY)) return 0;
+        if (v->num <= num(s, "exclusiveMinimum", -INFINITY) || v->num >= num(s, "exclusiveMaximum", INFINITY)) return 0;
+        if ((x = nd_jv_get(s, "multipleOf")) && !is_int(v->num / x->num)) return 0;
+    }
+    if (v->type == ND_JSTRING) {
+        size_t n = cps(v->str, v->len);
+        if (n < num(s, "minLength", 0) || n > num(s, "maxLength", INFINITY)) return 0;
+        if ((x = nd_jv_get(s, "pattern")) && nd_regex_test(x->str, v->str, v->len, NULL) != 1) return 0;
+        if ((x = nd_jv_get(s, "format")) && !valid_format(x->str, v->str, v->len)) return 0;
+    }
+    if (v->type == ND_JARRAY) {
+        if (v->n < num(s, "minItems", 0) || v->n > num(s, "maxItems", INFINITY)) return 0;
+        x = nd_jv_get(s, "items");
+        for (size_t i = 0; i < v->n; i++) {
+            if (x && !valid(&v->kids[i], x, root, depth + 1)) return 0;
+            if (nd_jv_get(s, "uniqueItems") && nd_jv_get(s, "uniqueItems")->type == ND_JTRUE)
+                for (size_t j = 0; j < i; j++) if (jeq(&v->kids[i], &v->kids[j])) return 0;
+        }
+    }
+    if (v->type == ND_JOBJECT) {
+        const nd_jv *props = nd_jv_get(s, "properties");
+        for (size_t i = 0; i < v->n; i++) {
+            const nd_jv *ps = props ? nd_jv_get(props, v->kids[i].key) : NULL;
+            if (!ps || !valid(&v->kids[i], ps, root, depth + 1)) return 0;
+            for (size_t j = 0; j < i; j++) if (!strcmp(v->kids[i].key, v->kids[j].key)) return 0;
+        }
+        for (size_t i = 0; (x = nd_jv_get(s, "required")) && i < x->n; i++)
+            if (!nd_jv_get(v, x->kids[i].str)) return 0;
+    }
+    return 1;
+}
+
+/* Validates a produced call array against the tools. */
+static int valid_calls(const char *text, size_t n, const char *tools) {
+    nd_json *doc = nd_json_parse(text, n, 100, NULL), *td = nd_json_parse(tools, strlen(tools), 100, NULL);
+    int ok = doc && td && nd_json_root(doc)->type == ND_JARRAY;
+    for (size_t i = 0; ok && i < nd_json_root(doc)->n; i++) {
+        const nd_jv *call = &nd_json_root(doc)->kids[i], *name = nd_jv_get(call, "name"), *args = nd_jv_get(call, "arguments");
+        ok = call->type == ND_JOBJECT && call->n == 2 && name && args && name->type == ND_JSTRING;
+        const nd_jv *tool = NULL;
+        for (size_t t = 0; ok && t < nd_json_root(td)->n; t++) {
+            const nd_jv *tn = nd_jv_get(&nd_json_root(td)->kids[t], "name");
+            if (tn->len == name->len && !memcmp(tn->str, name->str, tn->len)) tool = &nd_json_root(td)->kids[t];
+        }
+        const nd_jv *params = tool ? nd_jv_get(tool, "parameters") : NULL;
+        ok = ok && tool && (params ? valid(args, params, params, 0) : args->type == ND_JOBJECT && args->n == 0);
+    }
+    nd_json_free(doc), nd_json_free(td);
+    return ok;
+}
+
+/* ---- random walks ---- */
+static uint64_t rng_state;
+static uint32_t rnd(void) { rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull; return (uint32_t)(rng_state >> 33); }
+
+static needle_tokenizer *tok;
+static int32_t end_id;
+static needle_vocab *vocab;
+
+/* Picks uniformly among allowed tokens, but leans towards closing bytes
+ * every few steps so walks finish within the bound. Returns 1 when done. */
+static int walk(needle_grammar *g, const char *tools, int steps, uint64_t seed, char *why) {
+    uint32_t V = needle_tokenizer_size(tok);
+    float *logits = malloc(V * sizeof *logits);
+    int32_t *ids = malloc(V * sizeof *ids);
+    rng_state = seed;
+    needle_grammar_reset(g);
+    int done = 0;
+    for (int s = 0; s < steps && !done; s++) {
+        for (uint32_t i = 0; i < V; i++) logits[i] = 0;
+        uint32_t n = needle_grammar_mask(g, logits), k = 0;
+        for (uint32_t i = 0; i < V; i++) if (logits[i] == 0) ids[k++] = (int32_t)i;
+        if (n == 0 || k != n) {
+            size_t len; const char *t = nd_grammar_text(g, &len);
+            sprintf(why, "dead end at step %d (n=%u k=%u) after %.*s", s, n, k, (int)(len > 300 ? 300 : len), t);
+            break;
+        }
+        int32_t pick = ids[rnd() % k];
+        if (s > steps / 2) /* prefer short, closing pieces late in the walk */
+            for (uint32_t i = 0; i < k; i++) {
+                size_t len; const char *t = nd_grammar_text(g, &len); (void)t;
+                if (ids[i] == end_id) { pick = ids[i]; break; }
+                if (ids[i] >= 5 && ids[i] < 261 && strchr("\"]}", ids[i] - 5) && rnd() % 2) { pick = ids[i]; break; }
+            }
+        needle_error err;
+        if (needle_grammar_accept(g, pick, &err)) { sprintf(why, "accept failed: %s", err.message); break; }
+        done = needle_grammar_done(g);
+    }
+    size_t len;
+    const char *text = nd_grammar_text(g, &len);
+    if (done && !valid_calls(text, len, tools)) { sprintf(why, "invalid output: %.*s", (int)(len > 300 ? 300 : len), text); done = 0; }
+    else if (!done && !*why) sprintf(why, "not done: %.*s", (int)(len > 300 ? 300 : len), text);
+    free(logits), free(ids);
+    return done;
+}
+
+static const char *const schemas[] = {
+    "[{\"name\":\"set_light\",\"description\":\"d\",\"parameters\":{\"type\":\"object\",\"properties\":{\"level\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":10},\"color\":{\"type\":\"string\",\"enum\":[\"red\",\"green\",\"blue\"]}},\"required\":[\"level\"]}}]",
+    "[{\"name\":\"a\",\"parameters\":{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"integer\",\"minimum\":-12,\"maximum\":-3}},\"required\":[\"x\"]}},{\"name\":\"b\",\"parameters\":{\"type\":\"object\",\"properties\":{\"y\":{\"type\":\"number\",\"exclusiveMinimum\":0.5,\"exclusiveMaximum\":3.1}},\"required\":[\"y\"]}}]",
+    "[{\"name\":\"m\",\"parameters\":{\"type\":\"object\",\"properties\":{\"k\":{\"type\":\"integer\",\"multipleOf\":7,\"minimum\":-30,\"maximum\":100},\"f\":{\"type\":\"number\",\"multipleOf\":0.25,\"maximum\":2}},\"required\":[\"k\",\"f\"]}}]",
+    "[{\"name\":\"s\",\"parameters\":{\"type\":\"object\",\"properties\":{\"t\":{\"type\":\"string\",\"minLength\":2,\"maxLength\":5},\"p\":{\"type\":\"string\",\"pattern\":\"^[a-c]{2,4}(x|yz)?$\"},\"q\":{\"type\":\"string\",\"pattern\":\"\\\\d\"}},\"required\":[\"t\",\"p\",\"q\"]}}]",
+    "[{\"name\":\"f\",\"parameters\":{\"type\":\"object\",\"properties\":{\"d\":{\"type\":\"string\",\"format\":\"date\"},\"t\":{\"type\":\"string\",\"format\":\"time\"},\"dt\":{\"type\":\"string\",\"format\":\"date-time\"},\"e\":{\"type\":\"string\",\"format\":\"email\"},\"u\":{\"type\":\"string\",\"format\":\"uri\"},\"id\":{\"type\":\"string\",\"format\":\"uuid\"}},\"required\":[\"d\",\"t\",\"dt\",\"e\",\"u\",\"id\"]}}]",
+    "[{\"name\":\"arr\",\"parameters\":{\"type\":\"object\",\"properties\":{\"xs\":{\"type\":\"array\",\"items\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":4},\"minItems\":2,\"maxItems\":6,\"uniqueItems\":true},\"cs\":{\"type\":\"array\",\"items\":{\"enum\":[\"a\",\"ab\",1,null]},\"uniqueItems\":true,\"minItems\":1},\"ss\":{\"type\":\"array\",\"items\":{\"type\":\"string\",\"maxLength\":2},\"uniqueItems\":true,\"maxItems\":3}},\"required\":[\"xs\",\"cs\"]}}]",
+    "[{\"name\":\"ref\",\"parameters\":{\"type\":\"object\",\"$defs\":{\"Node\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":9},\"next\":{\"anyOf\":[{\"$ref\":\"#/$defs/Node\"},{\"type\":\"null\"}]}},\"required\":[\"v\"]}},\"properties\":{\"head\":{\"$ref\":\"#/$defs/Node\"},\"o\":{\"anyOf\":[{\"type\":\"string\",\"maxLength\":3},{\"type\":\"integer\"},{\"type\":\"object\",\"properties\":{\"z\":{\"type\":\"boolean\"}},\"required\":[\"z\"]}]}},\"required\":[\"head\"]}}]",
+    "[{\"name\":\"misc\",\"parameters\":{\"type\":\"object\",\"properties\":{\"n\":{\"type\":[\"string\",\"null\"],\"maxLength\":4},\"c\":{\"const\":\"fixed\"},\"any\":{},\"nest\":{\"type\":\"object\",\"properties\":{\"deep\":{\"type\":\"array\",\"items\":{\"type\":\"array\",\"items\":{\"type\":\"boolean\"},\"maxItems\":2},\"maxItems\":2}}},\"add\":{\"type\":\"object\",\"additionalProperties\":true}},\"required\":[\"c\"]}},{\"name\":\"noargs\"}]",
+    "[{\"name\":\"p\",\"parameters\":{\"type\":\"object\",\"properties\":{\"u\":{\"type\":\"string\",\"pattern\":\"^[\\u00e0-\\u00ff]+$\",\"maxLength\":3},\"e\":{\"type\":\"string\",\"pattern\":\"^(\\\\ud83d\\\\ude00|[^a-z\\\\s]){1,2}$\"}},\"required\":[\"u\",\"e\"]}}]",
+};
+
+static void test_random_walks(void) {
+    for (size_t i = 0; i < sizeof schemas / sizeof schemas[0]; i++) {
+        needle_error err;
+        needle_grammar *g = needle_grammar_new_shared(vocab, schemas[i], strlen(schemas[i]), end_id, &err);
+        CHECK(g, "schema %zu: %s", i, err.message);
+        if (!g) continue;
+        int ok = 0;
+        for (int w = 0; w < 40; w++) {
+            char why[400] = "";
+            int d = walk(g, schemas[i], 1500, 1000 * i + (uint64_t)w, why);
+            CHECK(d, "schema %zu walk %d: %s", i, w, why);
+            ok += d;
+            if (!d) break;
+        }
+        needle_grammar_free(g);
+    }
+}
+
+/* Feeds a whole text through the byte-level matcher: 1 accepted in full
+ * (and complete when it ends with "]"), 0 rejected. */
+static int accepts(const char *tools, const char *text) {
+    needle_error err;
+    needle_grammar *g = needle_grammar_new_shared(vocab, tools, strlen(tools), end_id, &err);
+    if (!g) { printf("  compile failed: %s\n", err.message); return -1; }
+    int ok = nd_grammar_feed(g, text, strlen(text), &err) == NEEDLE_OK;
+    if (ok && text[strlen(text) - 1] == ']') ok = nd_grammar_complete(g);
+    needle_grammar_free(g);
+    return ok;
+}
+
+#define ONE(props, req) "[{\"name\":\"t\",\"parameters\":{\"type\":\"object\",\"properties\":" props ",\"required\":" req "}}]"
+#define CALL(args) "[{\"name\":\"t\",\"arguments\":" args "}]"
+
+static void test_bounds(void) {
+    const char *t = ONE("{\"v\":{\"type\":\"integer\",\"maximum\":10}}", "[\"v\"]");
+    CHECK(accepts(t, CALL("{\"v\":10}")) == 1, "10 <= 10");
+    CHECK(accepts(t, CALL("{\"v\":11}")) == 0, "11 > 10");
+    CHECK(accepts(t, "[{\"name\":\"t\",\"arguments\":{\"v\":1") == 1, "prefix 1");
+    CHECK(accepts(t, "[{\"name\":\"t\",\"arguments\":{\"v\":10") == 1, "prefix 10");
+    CHECK(accepts(t, "[{\"name\":\"t\",\"arguments\":{\"v\":100") == 0, "prefix 100");
+    CHECK(accepts(t, "[{\"name\":\"t\",\"arguments\":{\"v\":01") == 0, "leading zero");
+    CHECK(accepts(t, CALL("{\"v\":-99999}")) == 1, "no minimum");
+    CHECK(accepts(t, CALL("{\"v\":1.5}")) == 0, "integer has no fraction");
+    const char *neg = ONE("{\"v\":{\"type\":\"integer\",\"minimum\":-20,\"exclusiveMaximum\":-5}}", "[\"v\"]");
+    CHECK(accepts(neg, CALL("{\"v\":-5}")) == 0, "exclusive -5");
+    CHECK(accepts(neg, CALL("{\"v\":-6}")) == 1, "-6");
+    CHECK(accepts(neg, CALL("{\"v\":-21}")) == 0, "-21 < -20");
+    CHECK(accepts(neg, "[{\"name\":\"t\",\"arguments\":{\"v\":-3") == 0, "-3x can't reach [-20,-6]");
+    CHECK(accepts(neg, "[{\"name\":\"t\",\"arguments\":{\"v\":-1") == 1, "-1x can");
+    CHECK(accepts(neg, "[{\"name\":\"t\",\"arguments\":{\"v\":5") == 0, "positive");
+    const char *mul = ONE("{\"v\":{\"type\":\"integer\",\"multipleOf\":5,\"minimum\":12,\"maximum\":31}}", "[\"v\"]");
+    CHECK(accepts(mul, CALL("{\"v\":15}")) == 1, "15");
+    CHECK(accepts(mul, CALL("{\"v\":10}")) == 0, "10 < 12");
+    CHECK(accepts(mul, CALL("{\"v\":16}")) == 0, "16 not a multiple");
+    CHECK(accepts(mul, "[{\"name\":\"t\",\"arguments\":{\"v\":4") == 0, "4x: none in range");
+    const char *fl = ONE("{\"v\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":1.5}}", "[\"v\"]");
+    CHECK(accepts(fl, CALL("{\"v\":0}")) == 0, "exclusive 0");
+    CHECK(accepts(fl, CALL("{\"v\":0.001}")) == 1, "0.001");
+    CHECK(accepts(fl, CALL("{\"v\":1.5}")) == 1, "1.5");
+    CHECK(accepts(fl, CALL("{\"v\":1.51}")) == 0, "1.51");
+    CHECK(accepts(fl, "[{\"name\":\"t\",\"arguments\":{\"v\":2") == 0, "2x > 1.5");
+}
+
+static void test_strings(void) {
+    const char *t = ONE("{\"s\":{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}}", "[\"s\"]");
+    CHECK(accepts(t, CALL("{\"s\":\"ab\"}")) == 1, "2 chars");
+    CHECK(accepts(t, CALL("{\"s\":\"a\"}")) == 0, "too short");
+    CHECK(accepts(t, CALL("{\"s\":\"abcd\"}")) == 0, "too long");
+    CHECK(accepts(t, CALL("{\"s\":\"\\u00e9\\n\\\"\"}")) == 1, "escapes count as one code point each");
+    CHECK(accepts(t, CALL("{\"s\":\"\\ud83d\\ude00x\"}")) == 1, "surrogate pair is one code point");
+    CHECK(accepts(t, CALL("{\"s\":\"\xc3\xa9\xc3\xa9\"}")) == 1, "raw UTF-8");
+    CHECK(accepts(t, "[{\"name\":\"t\",\"arguments\":{\"s\":\"\\ude00") == 0, "lone low surrogate");
+    CHECK(accepts(t, "[{\"name\":\"t\",\"arguments\":{\"s\":\"\\x") == 0, "bad escape");
+    CHECK(accepts(t, "[{\"name\":\"t\",\"arguments\":{\"s\":\"\x01") == 0, "raw control");
+    CHECK(accepts(t, "[{\"name\":\"t\",\"arguments\":{\"s\":\"\xc0\x80") == 0, "overlong UTF-8");
+    const char *p = ONE("{\"s\":{\"type\":\"string\",\"pattern\":\"^a(b|cd)*e$\"}}", "[\"s\"]");
+    CHECK(accepts(p, CALL("{\"s\":\"abcde\"}")) == 1, "pattern match");
+    CHECK(accepts(p, CALL("{\"s\":\"acbe\"}")) == 0, "pattern mismatch");
+    CHECK(accepts(p, "[{\"name\":\"t\",\"arguments\":{\"s\":\"ac") == 1, "pattern prefix");
+    CHECK(accepts(p, "[{\"name\":\"t\",\"arguments\":{\"s\":\"\\u0061") == 1, "escaped a matches");
+    const char *f = ONE("{\"d\":{\"type\":\"string\",\"format\":\"date\"}}", "[\"d\"]");
+    CHECK(accepts(f, CALL("{\"d\":\"2024-02-28\"}")) == 1, "date");
+    CHECK(accepts(f, CALL("{\"d\":\"2024-02-30\"}")) == 0, "Feb 30");
+    CHECK(accepts(f, CALL("{\"d\":\"2024-13-01\"}")) == 0, "month 13");
+    const char *u = ONE("{\"d\":{\"type\":\"string\",\"format\":\"uuid\"}}", "[\"d\"]");
+    CHECK(accepts(u, CALL("{\"d\":\"123e4567-e89b-12d3-a456-426614174000\"}")) == 1, "uuid");
+    CHECK(accepts(u, CALL("{\"d\":\"123e4567-e89b-12d3-a456-42661417400\"}")) == 0, "short uuid");
+    needle_error err;
+    CHECK(nd_regex_test("[^\\d]{2}", "x9ab", 4, &err) == 1, "unanchored search");
+    CHECK(nd_regex_test("^\\w+@\\w+\\.(com|org)$", "me@x.org", 8, &err) == 1, "alternation");
+    CHECK(nd_regex_test("^a{2,3}$", "aaaa", 4, &err) == 0, "counted repeat");
+    CHECK(nd_regex_test("(?=a)", "a", 1, &err) == -1 && err.code == NEEDLE_E_SCHEMA, "lookahead rejected");
+}
+
+static void test_objects_enums(void) {
+    const char *t = ONE("{\"a\":{\"enum\":[\"x\",\"xy\",3,30]},\"b\":{\"type\":\"boolean\"}}", "[\"a\"]");
+    CHECK(accepts(t, CALL("{\"b\":true,\"a\":\"xy\"}")) == 1, "any key order");
+    CHECK(accepts(t, CALL("{\"a\":3}")) == 1, "enum number");
+    CHECK(accepts(t, CALL("{\"a\":30}")) == 1, "enum number prefix");
+    CHECK(accepts(t, CALL("{\"a\":300}")) == 0, "not in enum");
+    CHECK(accepts(t, CALL("{\"b\":true}")) == 0, "required missing");
+    CHECK(accepts(t, CALL("{\"a\":3,\"a\":3}")) == 0, "key twice");
+    CHECK(accepts(t, CALL("{\"a\":3,\"c\":1}")) == 0, "undeclared key");
+    CHECK(accepts(t, CALL("{\"a\": 3}")) == 0, "no whitespace");
+    CHECK(accepts(t, "[]") == 1, "refusal");
+    CHECK(accepts(t, "[{\"name\":\"u\"") == 0, "undeclared tool");
+    const char *uq = ONE("{\"v\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"uniqueItems\":true}}", "[\"v\"]");
+    CHECK(accepts(uq, CALL("{\"v\":[\"a\",\"b\"]}")) == 1, "unique");
+    CHECK(accepts(uq, CALL("{\"v\":[\"a\",\"a\"]}")) == 0, "duplicate");
+    CHECK(accepts(uq, CALL("{\"v\":[\"a\",\"\\u0061\"]}")) == 0, "duplicate after decoding");
+    const char *bu = ONE("{\"v\":{\"type\":\"array\",\"items\":{\"type\":\"boolean\"},\"uniqueItems\":true}}", "[\"v\"]");
+    CHECK(accepts(bu, "[{\"name\":\"t\",\"arguments\":{\"v\":[true,false,") == 0, "no third unique boolean");
+    CHECK(accepts(bu, "[{\"name\":\"t\",\"arguments\":{\"v\":[true,t") == 0, "used literal excluded");
+}
+
+static void test_schema_errors(void) {
+    needle_error err;
+    const char *bad = "[{\"name\":\"set_light\",\"parameters\":{\"type\":\"object\",\"properties\":{\"level\":{\"type\":\"integer\",\"foo\":1}}}}]";
+    needle_grammar *g = needle_grammar_new_shared(vocab, bad, strlen(bad), end_id, &err);
+    CHECK(!g && err.code == NEEDLE_E_SCHEMA, "unsupported keyword");
+    CHECK(strstr(err.message, "tool \"set_light\": /properties/level/foo: unsupported keyword") != NULL, "message: %s", err.message);
+    const char *cases[] = {
+        "[{\"name\":\"a\",\"parameters\":{\"type\":\"string\",\"format\":\"ipv4\"}}]",
+        "[{\"name\":\"a\",\"parameters\":{\"type\":\"string\",\"pattern\":\"(a\"}}]",
+        "[{\"name\":\"a\",\"parameters\":{\"$ref\":\"#/$defs/missing\"}}]",
+        "[{\"name\":\"a\",\"parameters\":{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}}]",
+        "[{\"name\":\"a\",\"parameters\":{\"type\":\"object\",\"required\":[\"x\"]}}]",
+        "[{\"name\":\"a\"},{\"name\":\"a\"}]",
+        "{\"name\":\"a\"}",
+        "[{\"name\":\"a\",\"parameters\":{\"type\":\"array\",\"items\":{\"type\":\"boolean\"},\"uniqueItems\":true,\"minItems\":3}}]",
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        g = needle_grammar_new_shared(vocab, cases[i], strlen(cases[i]), end_id, &err);
+        CHECK(!g && err.code == NEEDLE_E_SCHEMA, "case %zu compiled", i);
+        needle_grammar_free(g);
+    }
+    const char *rec = "[{\"name\":\"r\",\"parameters\":{\"$defs\":{\"A\":{\"$ref\":\"#/$defs/A\"}},\"$ref\":\"#/$defs/A\"}}]";
+    g = needle_grammar_new_shared(vocab, rec, strlen(rec), end_id, &err);
+    if (g) { /* a self-loop compiles to nothing: the arguments can never start */
+        float *l = calloc(needle_tokenizer_size(tok), sizeof *l);
+        CHECK(nd_grammar_feed(g, "[{\"name\":\"r\",\"arguments\":", 25, &err) == NEEDLE_OK, "prefix");
+        needle_grammar_mask(g, l); /* must return, not hang */
+        free(l);
+        needle_grammar_free(g);
+    }
+}
+
+static void test_end_token(void) {
+    needle_error err;
+    const char *t = ONE("{}", "[]");
+    needle_grammar *g = needle_grammar_new_shared(vocab, t, strlen(t), end_id, &err);
+    uint32_t V = needle_tokenizer_size(tok);
+    float *l = malloc(V * sizeof *l);
+    for (uint32_t i = 0; i < V; i++) l[i] = 0;
+    needle_grammar_mask(g, l);
+    CHECK(l[end_id] == -INFINITY, "end token not allowed before the array");
+    int32_t think = needle_tokenizer_piece_id(tok, "<think>", 7);
+    CHECK(think > 0 && l[think] == -INFINITY, "user marker never allowed");
+    CHECK(l[0] == -INFINITY && l[3] == -INFINITY, "control/unknown never allowed");
+    CHECK(needle_grammar_accept(g, needle_tokenizer_piece_id(tok, "[]", 2), &err) == NEEDLE_OK, "[]");
+    for (uint32_t i = 0; i < V; i++) l[i] = 0;
+    CHECK(needle_grammar_mask(g, l) == 1 && l[end_id] == 0, "only the end token after ]");
+    CHECK(needle_grammar_accept(g, end_id, &err) == NEEDLE_OK && needle_grammar_done(g), "done");
+    free(l);
+    needle_grammar_free(g);
+}
+
+static void test_compact(void) {
+    needle_error err;
+    char out[256];
+    const char *in = " { \"b\" : [1.0, 1e-07,true ,null], \"a\":\"\xc3\xa9/\\u0001\\t\xf0\x9f\x98\x80\x7f\", \"b\":2 } ";
+    size_t n = needle_json_compact(in, strlen(in), out, sizeof out, &err);
+    const char *want = "{\"b\":2,\"a\":\"\\u00e9/\\u0001\\t\\ud83d\\ude00\\u007f\"}";
+    CHECK(n == strlen(want) && !strcmp(out, want), "got %s", out);
+    CHECK(needle_json_compact("[1,]", 4, out, sizeof out, &err) == 0 && strstr(err.message, "offset 3"), "%s", err.message);
+    CHECK(needle_json_compact("[\"\xff\"]", 4, out, sizeof out, &err) == 0, "bad UTF-8");
+    char deep[300];
+    memset(deep, '[', 200), memset(deep + 200, ']', 100);
+    CHECK(needle_json_compact(deep, 300, out, sizeof out, &err) == 0 && strstr(err.message, "deep"), "depth");
+    CHECK(needle_json_compact("[1,[2]]", 7, out, 3, &err) == 7, "full length when cap is small");
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Mask cost per step over a synthetic 8192-piece vocabulary (256 bytes plus
+ * random pieces of 1-8 characters): median and p99 over random walks. */
+static void test_mask_timing(void) {
+    buf b = {0};
+    uint32_t n = 8192;
+    put_u32(&b, n), put_u32(&b, 0), put_u32(&b, 1), put_u32(&b, 2), put_u32(&b, 3);
+    uint8_t flags[4] = {1, 1, 0, 0};
+    put(&b, flags, 4);
+    piece(&b, "<pad>", 5, 2), piece(&b, "</s>", 4, 2), piece(&b, "<s>", 3, 2), piece(&b, "<unk>", 5, 1);
+    piece(&b, "</tool_call>", 12, 3);
+    for (int i = 0; i < 256; i++) { char s[8]; snprintf(s, sizeof s, "<0x%02X>", i); piece(&b, s, 6, 4); }
+    static const char alpha[] = "abcdefghijklmnopqrstuvwxyz0123456789\"{}[]:,_- .";
+    rng_state = 7;
+    static char seen[16384][12]; /* open addressing: surfaces must be distinct */
+    memset(seen, 0, sizeof seen);
+    for (uint32_t i = 261; i < n;) {
+        char s[12] = {0};
+        int len = 1 + (int)(rnd() % 8);
+        for (int k = 0; k < len; k++) s[k] = alpha[rnd() % (sizeof alpha - 1)];
+        uint32_t h = 2166136261u;
+        for (int k = 0; k < len; k++) h = (h ^ (uint8_t)s[k]) * 16777619u;
+        while (seen[h % 16384][0] && strcmp(seen[h % 16384], s)) h++;
+        if (seen[h % 16384][0]) continue;
+        strcpy(seen[h % 16384], s);
+        piece(&b, s, (size_t)len, 0);
+        i++;
+    }
+    needle_error err;
+    needle_tokenizer *big = needle_tokenizer_load(b.p, b.n, &err);
+    free(b.p);
+    CHECK(big, "big tokenizer: %s", err.message);
+    if (!big) return;
+    needle_vocab *bv = needle_vocab_new(big, &err);
+    const char *t = schemas[6];
+    needle_grammar *g = needle_grammar_new_shared(bv, t, strlen(t), 4, &err);
+    float *l = malloc(n * sizeof *l);
+    int32_t *ids = malloc(n * sizeof *ids);
+    double times[4000];
+    int nt = 0;
+    for (int w = 0; w < 20 && nt < 4000; w++) {
+        needle_grammar_reset(g);
+        for (int s = 0; s < 200 && nt < 4000 && !needle_grammar_done(g); s++) {
+            for (uint32_t i = 0; i < n; i++) l[i] = 0;
+            double t0 = nd_now_ms();
+            uint32_t k = needle_grammar_mask(g, l);
+            times[nt++] = nd_now_ms() - t0;
+            if (!k) break;
+            uint32_t m = 0;
+            for (uint32_t i = 0; i < n; i++) if (l[i] == 0) ids[m++] = (int32_t)i;
+            int32_t pick = ids[rnd() % m];
+            for (uint32_t i = 0; s > 100 && i < m; i++) if (ids[i] == 4 || (ids[i] >= 5 && ids[i] < 261 && strchr("\"]}", ids[i] - 5))) { pick = ids[i]; break; }
+            CHECK(needle_grammar_accept(g, pick, &err) == NEEDLE_OK, "%s", err.message);
+        }
+    }
+    qsort(times, (size_t)nt, sizeof *times, cmp_double);
+    printf("  mask, 8192 pieces: median %.4f ms, p99 %.4f ms over %d steps\n", times[nt / 2], times[nt * 99 / 100], nt);
+    CHECK(nt > 100, "enough steps");
+    free(l), free(ids);
+    needle_grammar_free(g);
+    needle_vocab_free(bv);
+    needle_tokenizer_free(big);
+}
+
+int main(void) {
+    tok = test_tokenizer(&end_id);
+    needle_error err;
+    vocab = tok ? needle_vocab_new(tok, &err) : NULL;
+    if (!vocab) { printf("no vocab\n"); return 1; }
+    RUN(test_compact);
+    RUN(test_bounds);
+    RUN(test_strings);
+    RUN(test_objects_enums);
+    RUN(test_schema_errors);
+    RUN(test_end_token);
+    RUN(test_random_walks);
+    RUN(test_mask_timing);
+    needle_vocab_free(vocab);
+    needle_tokenizer_free(tok);
+    return check_report();
+}
