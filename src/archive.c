@@ -472,11 +472,15 @@ static int check_extent(const nd_check *c, uint32_t index, const nd_record *r) {
 static int read_manifest(nd_check *c, uint32_t index, const nd_record *r) {
     for (uint32_t h = 0; h < c->head_count; h++) {
         const uint8_t *p = c->bytes + r->offset;
-        float v = r->dtype == ND_FP32 ? rd_f32(p + 4 * h) : nd_load_fp16(p + 2 * h);
+        uint16_t half = (uint16_t)(p[2 * h] | p[2 * h + 1] << 8);
+        float v = r->dtype == ND_FP32 ? rd_f32(p + 4 * h) : nd_fp16_to_f32(half);
         uint32_t code = v == 1.0f ? ND_HEAD_CONTRASTIVE : v == 2.0f ? ND_HEAD_CONFIDENCE : 0;
-        if (!code)
+        if (!code && r->dtype == ND_FP32)
             return rec_fail(c, index, "element %u is %g, expected 1 (contrastive) or 2 (confidence)",
                             h, (double)v);
+        if (!code)
+            return rec_fail(c, index, "element %u is %g (fp16 0x%04x), expected 1 (contrastive) or 2 (confidence)",
+                            h, (double)v, half);
         if (h && c->kinds[0] == code) return rec_fail(c, index, "element %u repeats code %u", h, code);
         c->kinds[h] = code;
     }

@@ -155,7 +155,7 @@ const CASES = [
   ['wrong shape of b_res', setRec32('mhc.b_res', 12, 4), /^tensor 34 \(mhc b_res\): shape\[2\] is 4, expected 2$/],
   ['wrong shape of engram tables', setRec32('engram0.tables', 8, 32), /^tensor 38 \(engram site 0 tables\): shape\[1\] is 32, expected 16$/],
   ['FP16 where CQ belongs', (b) => { b[rec(at('mhc.phi_pre'))] = 1; }, /^tensor 35 \(mhc phi_pre\): dtype is 1 \(FP16\), expected 3 \(CQ\)$/],
-  ['FP32 where FP16 belongs', (b) => { b[rec(at('layer00.attn_gate'))] = 2; }, /^tensor 10 \(layer 0 attn_gate\): dtype is 2 \(FP32\), expected 1 \(FP16\)$/],
+  ['FP32 dtype with an FP16 length', (b) => { b[rec(at('layer00.attn_gate'))] = 2; }, /^tensor 10 \(layer 0 attn_gate\): bytes is 2, expected 4 \(4 per element\)$/],
   ['tokenizer not RAW', (b) => { b[rec(at('tokenizer'))] = 3; }, /^tensor 54 \(tokenizer\): dtype is 3 \(CQ\), expected 4 \(RAW\)$/],
   ['wrong CQ length', (b) => setRec64('layer00.gate_proj', 28, Number(view(b).getBigUint64(rec(7) + 28, true)) - 2)(b), /^tensor 7 \(layer 0 gate_proj\): bytes is \d+, expected \d+ \(rows\*rowBytes \+ rows\*groups\*2\)$/],
   ['bits 1', setRec32('layer00.out_proj', 40, 1), /^tensor 8 \(layer 0 out_proj\): bits is 1, expected 2, 3, 4 or 5 \(ternary\)$/],
