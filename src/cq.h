@@ -29,6 +29,7 @@ typedef struct {
     uint32_t groups;       /* cols padded / group */
     uint32_t bits;         /* bits per index in the stream: 2, 3 or 4 (ternary is 2) */
     uint32_t row_bytes;    /* groups * group * bits / 8 */
+    uint32_t tiles;        /* 16-row tiles in the tiled layout (see below); 0: archive layout */
     float levels[16];      /* level of each index value; ternary crumbs 0,1,2,3 -> 0,+c,0,-c */
 } nd_cq;
 
@@ -75,5 +76,64 @@ void nd_cq_gemm_simd128(const nd_cq *m, const float *xr, uint32_t n, float *y);
 #define nd_cq_gemv nd_cq_gemv_ref
 #define nd_cq_gemm nd_cq_gemm_ref
 #endif
+
+/* ---- the tiled layout and its kernels (cq_tiled.c, cq_tiled_simd128.c) ----
+ *
+ * nd_cq_repack rewrites a 2- or 4-bit matrix in place (same bytes) so that
+ * rows 16t..16t+15 form tile t: byte b of their 16 index streams lies at
+ * packed[(t * row_bytes + b) * 16 + lane], i.e. each 16-byte vector holds one
+ * byte of 16 rows; the norms of the tile follow as [t][group][16] fp16. The
+ * rows % 16 tail rows keep the archive layout after the tiles. Every byte of
+ * a 2- or 4-bit stream is two nibbles, each a 4-bit "code" (two 2-bit indices,
+ * first in the low bits, or one 4-bit index), so one i8x16.swizzle of a
+ * 16-entry table per code serves 16 rows at once.
+ *
+ * Two kinds of kernels read it:
+ * - exact (f32): bit-identical to nd_cq_gemv_ref on the archive layout (same
+ *   products, same summation order, rows in SIMD lanes);
+ * - lut (fast): per activation and group, tables T[code][e] = sum of level(e)
+ *   times the code's activations, quantised to int8 with one scale per
+ *   (activation, group) (scale = bound / 127, bound = max |level| times the
+ *   largest sum of |x| one code reads, i.e. the table's absmax for symmetric
+ *   levels; round half to even), summed in integers per (row, group);
+ *   y += (norm * scale) * sum. Its error is the table rounding: at most
+ *   scale / 2 per code, times norm.
+ * Each has a scalar `_ref` (the specification, cq_tiled.c) and a SIMD128 twin
+ * that must match it bit for bit. */
+
+#define ND_CQ_TILE 16u
+
+/* Whether nd_cq_repack tiles m: bits 2 or 4, group a multiple of 8 up to
+ * ND_CQ_MAX_GROUP, at least one full tile, not tiled yet. */
+int nd_cq_tileable(const nd_cq *m);
+
+/* Rewrites m in place into the tiled layout. `packed` and `norms` are
+ * writable aliases of m->packed and m->norms (the caller owns those bytes and
+ * gives up their archive layout). Sets m->tiles. Returns 0, or -1 (m
+ * untouched) when the one-tile scratch cannot be allocated. A matrix that is
+ * not tileable is left as it is. */
+int nd_cq_repack(nd_cq *m, uint8_t *packed, uint8_t *norms);
+
+/* Index k of row r, and the norm of (row, group g), in either layout. */
+uint32_t nd_cqt_index(const nd_cq *m, uint32_t row, uint32_t k);
+float nd_cqt_norm(const nd_cq *m, uint32_t row, uint32_t g);
+
+/* Kernels over the tiled rows [0, tiles*16) only; nd_cq_matmul adds the tail. */
+void nd_cqt_gemv_ref(const nd_cq *m, const float *xr, float *y);     /* exact */
+void nd_cqt_gemv_lut_ref(const nd_cq *m, const float *xr, float *y); /* int8 tables */
+void nd_cqt_gemm_lut_ref(const nd_cq *m, const float *xr, uint32_t n, float *y);
+#ifdef ND_SIMD128
+void nd_cqt_gemv_simd128(const nd_cq *m, const float *xr, float *y);
+void nd_cqt_gemv_lut_simd128(const nd_cq *m, const float *xr, float *y);
+void nd_cqt_gemm_lut_simd128(const nd_cq *m, const float *xr, uint32_t n, float *y);
+#endif
+
+/* Row gather of either layout (nd_cq_row_ref's contract, same results). */
+void nd_cq_gather(const nd_cq *m, uint32_t row, float *out, float *scratch);
+
+/* Y[t][rows] = W X[t] for n activations rotated into XR (stride padded), in
+ * either layout, with the fastest kernels available: `fast` picks the int8
+ * table kernels for the tiled rows; otherwise every kernel is exact f32. */
+void nd_cq_matmul(const nd_cq *m, const float *xr, uint32_t n, float *y, int fast);
 
 #endif

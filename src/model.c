@@ -2,7 +2,8 @@
  *
  * CQ matrices stay packed in the caller's archive bytes: an nd_cq view points
  * at the index stream and the fp16 norms and carries the levels of its width
- * (spec section 2). Every dense (FP16/FP32) control tensor is converted to
+ * (spec section 2). With NEEDLE_LOAD_REPACK the GEMV matrices are then tiled
+ * in place (cq_tiled.c) for the integer kernels. Every dense (FP16/FP32) control tensor is converted to
  * f32 once, into one allocation. The tokenizer comes from the last (RAW)
  * record. The forward pass that uses all this lives in session.c.
  */
@@ -56,6 +57,7 @@ static int cq_view(const nd_archive *a, uint32_t index, uint32_t rows, uint32_t 
         return nd_fail(err, NEEDLE_E_FORMAT, "tensor %u (%s): expected a CQ matrix [%u, %u]",
                        index, name, rows, cols);
     }
+    *m = (nd_cq){0}; /* archive layout (tiles 0) until repacked */
     cq_levels(a, r, m);
     m->rows = rows;
     m->cols = cols;
@@ -281,6 +283,43 @@ static int load_all(needle_model *m, float **f32, needle_error *err) {
     m->pad_id = needle_tokenizer_special(m->tokenizer, 0);
     m->window = nd_model_default_window(g);
     return NEEDLE_OK;
+}
+
+/* Tiles matrix c in place (writable bytes w alias the archive); small ones
+ * (the per-layer mHC rows) stay as they are: building the int8 tables costs
+ * more than one tile of rows saves. */
+static int repack_one(const needle_model *m, uint8_t *w, nd_cq *c, needle_error *err) {
+    if (c->rows < 8 * ND_CQ_TILE || !nd_cq_tileable(c)) return NEEDLE_OK;
+    size_t at = (size_t)(c->packed - m->archive.bytes), norms = (size_t)(c->norms - m->archive.bytes);
+    if (nd_cq_repack(c, w + at, w + norms))
+        return nd_fail(err, NEEDLE_E_NOMEM, "no memory to repack a %u x %u matrix", c->rows, c->cols);
+    return NEEDLE_OK;
+}
+
+/* Every matrix a GEMV reads: the attention projections, the engram key and
+ * value, the embedding (the logits; its row gathers read either layout). */
+static int repack_all(needle_model *m, uint8_t *w, needle_error *err) {
+    const nd_geometry *g = &m->archive.geometry;
+    int rc = repack_one(m, w, &m->embedding, err);
+    for (uint32_t i = 0; i < g->layers && !rc; i++) {
+        nd_layer *l = &m->layers[i];
+        nd_cq *all[] = {&l->q, &l->k, &l->v, &l->gate, &l->out};
+        for (size_t j = 0; j < sizeof all / sizeof *all && !rc; j++) rc = repack_one(m, w, all[j], err);
+    }
+    for (uint32_t s = 0; s < g->site_count && !rc; s++) {
+        rc = repack_one(m, w, &m->sites[s].key, err);
+        if (!rc) rc = repack_one(m, w, &m->sites[s].value, err);
+    }
+    return rc;
+}
+
+needle_model *needle_model_load_ex(uint8_t *bytes, size_t size, uint32_t flags, needle_error *err) {
+    needle_model *m = needle_model_load(bytes, size, err);
+    if (m && (flags & NEEDLE_LOAD_REPACK) && repack_all(m, bytes, err)) {
+        needle_model_free(m);
+        return NULL;
+    }
+    return m;
 }
 
 needle_model *needle_model_load(const uint8_t *bytes, size_t size, needle_error *err) {

@@ -1,0 +1,197 @@
+/* cq_tiled.c: the tiled layout of 2- and 4-bit CQ matrices (see cq.h): the
+ * in-place repack, its scalar reference kernels (the specification the
+ * SIMD128 twins in cq_tiled_simd128.c match bit for bit), the row gather and
+ * nd_cq_matmul, which picks a kernel for either layout.
+ *
+ * A tile is a byte transpose of 16 rows, so a repacked matrix occupies exactly
+ * the bytes of the archive one: the engine can repack inside the archive
+ * buffer it owns and need no second copy of the weights. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cq.h"
+#include "fp16.h"
+#include "hadamard.h"
+
+int nd_cq_tileable(const nd_cq *m) {
+    return m->tiles == 0 && (m->bits == 2 || m->bits == 4) && m->group % 8 == 0 &&
+           m->group <= ND_CQ_MAX_GROUP && m->rows >= ND_CQ_TILE;
+}
+
+/* The rows after the last full tile, in the archive layout, as a matrix. */
+static nd_cq tail_view(const nd_cq *m) {
+    nd_cq t = *m;
+    size_t first = (size_t)m->tiles * ND_CQ_TILE;
+    t.packed = m->packed + first * m->row_bytes;
+    t.norms = m->norms + first * m->groups * 2;
+    t.rows = m->rows - (uint32_t)first;
+    t.tiles = 0;
+    return t;
+}
+
+int nd_cq_repack(nd_cq *m, uint8_t *packed, uint8_t *norms) {
+    if (!nd_cq_tileable(m)) return 0;
+    size_t tile_bytes = (size_t)ND_CQ_TILE * m->row_bytes, tile_norms = (size_t)ND_CQ_TILE * m->groups * 2;
+    uint8_t *tmp = malloc(tile_bytes + tile_norms);
+    if (!tmp) return -1;
+    uint32_t tiles = m->rows / ND_CQ_TILE;
+    for (uint32_t t = 0; t < tiles; t++) {
+        uint8_t *p = packed + t * tile_bytes, *n = norms + t * tile_norms;
+        memcpy(tmp, p, tile_bytes);
+        memcpy(tmp + tile_bytes, n, tile_norms);
+        for (uint32_t lane = 0; lane < ND_CQ_TILE; lane++) {
+            for (uint32_t b = 0; b < m->row_bytes; b++)
+                p[(size_t)b * ND_CQ_TILE + lane] = tmp[(size_t)lane * m->row_bytes + b];
+            for (uint32_t g = 0; g < m->groups; g++) {
+                const uint8_t *src = tmp + tile_bytes + ((size_t)lane * m->groups + g) * 2;
+                memcpy(n + ((size_t)g * ND_CQ_TILE + lane) * 2, src, 2);
+            }
+        }
+    }
+    free(tmp);
+    m->tiles = tiles;
+    return 0;
+}
+
+uint32_t nd_cqt_index(const nd_cq *m, uint32_t row, uint32_t k) {
+    if (row >= m->tiles * ND_CQ_TILE) {
+        nd_cq tail = tail_view(m);
+        return nd_cq_index(&tail, row - m->tiles * ND_CQ_TILE, k);
+    }
+    size_t bit = (size_t)k * m->bits; /* 2 and 4 bits never straddle a byte */
+    size_t at = ((size_t)(row / ND_CQ_TILE) * m->row_bytes + (bit >> 3)) * ND_CQ_TILE + row % ND_CQ_TILE;
+    return (uint32_t)(m->packed[at] >> (bit & 7)) & ((1u << m->bits) - 1);
+}
+
+float nd_cqt_norm(const nd_cq *m, uint32_t row, uint32_t g) {
+    if (row >= m->tiles * ND_CQ_TILE) return nd_load_fp16(m->norms + 2 * ((size_t)row * m->groups + g));
+    size_t at = ((size_t)(row / ND_CQ_TILE) * m->groups + g) * ND_CQ_TILE + row % ND_CQ_TILE;
+    return nd_load_fp16(m->norms + 2 * at);
+}
+
+/* ---- exact f32 ------------------------------------------------------------ */
+
+/* The same products and order as nd_cq_gemv_ref: per group a dot product in
+ * index order from 0, then y[r] += norm * dot, groups ascending. */
+void nd_cqt_gemv_ref(const nd_cq *m, const float *xr, float *y) {
+    for (uint32_t r = 0; r < m->tiles * ND_CQ_TILE; r++) {
+        float acc = 0.0f;
+        for (uint32_t g = 0; g < m->groups; g++) {
+            const float *x = xr + (size_t)g * m->group;
+            float dot = 0.0f;
+            for (uint32_t k = 0; k < m->group; k++)
+                dot += m->levels[nd_cqt_index(m, r, g * m->group + k)] * x[k];
+            acc += nd_cqt_norm(m, r, g) * dot;
+        }
+        y[r] = acc;
+    }
+}
+
+/* ---- int8 tables -------------------------------------------------------- */
+
+/* Codes of one group: two 2-bit indices or one 4-bit index each. */
+static uint32_t codes_per_group(const nd_cq *m) { return m->group * m->bits / 4; }
+
+/* Largest |level| of the matrix's 2^bits levels. */
+static float level_max(const nd_cq *m) {
+    float l = 0.0f;
+    for (uint32_t i = 0; i < (1u << m->bits); i++) l = fmaxf(l, fabsf(m->levels[i]));
+    return l;
+}
+
+/* tb[codes][16] int8 tables of the group activation x; returns the scale.
+ * The scale comes from a bound rather than the table's true absmax, so it
+ * costs one pass over x: amax = lmax * max over codes of the sum of |x| the
+ * code reads (the true absmax when the levels are symmetric, as Lloyd-Max
+ * levels are). Entries are built from xs = x * (127 / amax), so every
+ * |entry| <= 127 up to a few ulps, and rounded half to even. */
+static float tables_ref(const nd_cq *m, const float *x, int8_t *tb) {
+    uint32_t codes = codes_per_group(m);
+    float most = 0.0f, xs[ND_CQ_MAX_GROUP];
+    for (uint32_t j = 0; j < codes; j++)
+        most = fmaxf(most, m->bits == 4 ? fabsf(x[j]) : fabsf(x[2 * j]) + fabsf(x[2 * j + 1]));
+    float amax = level_max(m) * most;
+    if (!(amax > 0.0f)) {
+        memset(tb, 0, (size_t)codes * 16);
+        return 0.0f;
+    }
+    float inv = 127.0f / amax;
+    for (uint32_t k = 0; k < m->group; k++) xs[k] = x[k] * inv;
+    for (uint32_t j = 0; j < codes; j++)
+        for (uint32_t e = 0; e < 16; e++) {
+            float v = m->bits == 4 ? m->levels[e] * xs[j]
+                                   : m->levels[e & 3] * xs[2 * j] + m->levels[e >> 2] * xs[2 * j + 1];
+            tb[j * 16 + e] = (int8_t)rintf(v); /* ties to even */
+        }
+    return amax / 127.0f;
+}
+
+/* Code j of row r in group g (the nibble j of the group's bytes). */
+static uint32_t code_at(const nd_cq *m, uint32_t r, uint32_t g, uint32_t j) {
+    uint32_t k = g * m->group + j * (4 / m->bits); /* first index of the code */
+    uint32_t c = nd_cqt_index(m, r, k);
+    return m->bits == 4 ? c : c | nd_cqt_index(m, r, k + 1) << 2;
+}
+
+void nd_cqt_gemv_lut_ref(const nd_cq *m, const float *xr, float *y) {
+    int8_t tb[ND_CQ_MAX_GROUP * 16];
+    uint32_t rows = m->tiles * ND_CQ_TILE, codes = codes_per_group(m);
+    memset(y, 0, rows * sizeof(float));
+    for (uint32_t g = 0; g < m->groups; g++) {
+        float scale = tables_ref(m, xr + (size_t)g * m->group, tb);
+        for (uint32_t r = 0; r < rows; r++) {
+            int32_t sum = 0;
+            for (uint32_t j = 0; j < codes; j++) sum += tb[j * 16 + code_at(m, r, g, j)];
+            y[r] += (nd_cqt_norm(m, r, g) * scale) * (float)sum;
+        }
+    }
+}
+
+void nd_cqt_gemm_lut_ref(const nd_cq *m, const float *xr, uint32_t n, float *y) {
+    for (uint32_t t = 0; t < n; t++)
+        nd_cqt_gemv_lut_ref(m, xr + (size_t)t * nd_cq_padded(m), y + (size_t)t * m->rows);
+}
+
+/* ---- dispatch ------------------------------------------------------------- */
+
+void nd_cq_gather(const nd_cq *m, uint32_t row, float *out, float *scratch) {
+    if (row >= m->tiles * ND_CQ_TILE) {
+        nd_cq tail = tail_view(m);
+        nd_cq_row(&tail, row - m->tiles * ND_CQ_TILE, out, scratch);
+        return;
+    }
+    for (uint32_t g = 0; g < m->groups; g++) { /* nd_cq_row_ref's steps */
+        float norm = nd_cqt_norm(m, row, g);
+        uint32_t base = g * m->group, w = m->cols - base < m->group ? m->cols - base : m->group;
+        for (uint32_t k = 0; k < m->group; k++) scratch[k] = m->levels[nd_cqt_index(m, row, base + k)] * norm;
+        nd_fwht(scratch, m->group);
+        memcpy(out + base, scratch, w * sizeof(float));
+    }
+}
+
+#ifdef ND_SIMD128
+#define CQT_GEMV nd_cqt_gemv_simd128
+#define CQT_GEMV_LUT nd_cqt_gemv_lut_simd128
+#define CQT_GEMM_LUT nd_cqt_gemm_lut_simd128
+#else
+#define CQT_GEMV nd_cqt_gemv_ref
+#define CQT_GEMV_LUT nd_cqt_gemv_lut_ref
+#define CQT_GEMM_LUT nd_cqt_gemm_lut_ref
+#endif
+
+void nd_cq_matmul(const nd_cq *m, const float *xr, uint32_t n, float *y, int fast) {
+    if (!m->tiles) {
+        if (n == 1) nd_cq_gemv(m, xr, y);
+        else nd_cq_gemm(m, xr, n, y);
+        return;
+    }
+    size_t padded = nd_cq_padded(m);
+    if (fast && n == 1) CQT_GEMV_LUT(m, xr, y);
+    else if (fast) CQT_GEMM_LUT(m, xr, n, y);
+    else
+        for (uint32_t t = 0; t < n; t++) CQT_GEMV(m, xr + t * padded, y + (size_t)t * m->rows);
+    nd_cq tail = tail_view(m);
+    if (tail.rows)
+        for (uint32_t t = 0; t < n; t++)
+            nd_cq_gemv(&tail, xr + t * padded, y + (size_t)t * m->rows + m->tiles * ND_CQ_TILE);
+}

@@ -1,0 +1,273 @@
+/* cq_tiled_simd128.c: SIMD128 twins of the tiled-layout kernels in
+ * cq_tiled.c, bit-identical to them (see cq.h for the layout).
+ *
+ * Rows live in lanes: one 16-byte vector of a tile is one byte of 16 rows,
+ * so no kernel needs a horizontal sum. The int8 table kernel does, per vector,
+ * two i8x16.swizzle lookups (the low and the high nibble codes, i.e. 2 codes
+ * x 16 rows), interleaves the two results byte by byte and widens them with
+ * one i16x8.extadd_pairwise per 8 rows: per row and group the sum of at most
+ * 256 entries of |v| <= 127 fits an i16. The GEMM decodes each vector once
+ * for four activations. Inner loops are unrolled because V8 checks the stack
+ * on every loop back-edge. */
+#ifdef ND_SIMD128
+#include <string.h>
+#include <wasm_simd128.h>
+#include "cq.h"
+
+#define INLINE static inline __attribute__((always_inline))
+#define TOKENS 4u /* activations the GEMM runs per decoded weight vector */
+
+/* 16 fp16 norms as four f32x4. Moving the exponent/mantissa bits into an f32
+ * and multiplying by 2^112 is exact for every finite half, subnormals
+ * included (the archive rejects inf and nan norms). */
+INLINE void norms16(const uint8_t *p, v128_t out[4]) {
+    v128_t h0 = wasm_v128_load(p), h1 = wasm_v128_load(p + 16);
+    v128_t w[4] = {wasm_u32x4_extend_low_u16x8(h0), wasm_u32x4_extend_high_u16x8(h0),
+                   wasm_u32x4_extend_low_u16x8(h1), wasm_u32x4_extend_high_u16x8(h1)};
+    const v128_t mag = wasm_i32x4_splat(0x7fff), sgn = wasm_i32x4_splat(0x8000);
+    const v128_t scale = wasm_f32x4_splat(0x1p112f);
+    for (int i = 0; i < 4; i++) {
+        v128_t f = wasm_f32x4_mul(wasm_i32x4_shl(wasm_v128_and(w[i], mag), 13), scale);
+        out[i] = wasm_v128_or(f, wasm_i32x4_shl(wasm_v128_and(w[i], sgn), 16));
+    }
+}
+
+static const uint8_t *tile_norms(const nd_cq *m, uint32_t t, uint32_t g) {
+    return m->norms + ((size_t)t * m->groups + g) * ND_CQ_TILE * 2;
+}
+
+static const uint8_t *tile_codes(const nd_cq *m, uint32_t t, uint32_t g) {
+    return m->packed + ((size_t)t * m->row_bytes + (size_t)g * m->group * m->bits / 8) * ND_CQ_TILE;
+}
+
+/* ---- exact f32 ------------------------------------------------------------ */
+
+typedef struct { v128_t plane[4]; } level_planes; /* plane b: byte b of each level */
+
+static level_planes make_planes(const nd_cq *m) {
+    uint8_t bytes[4][16] = {{0}};
+    for (uint32_t i = 0; i < (1u << m->bits); i++) {
+        uint8_t f[4];
+        memcpy(f, &m->levels[i], 4);
+        for (int b = 0; b < 4; b++) bytes[b][i] = f[b];
+    }
+    level_planes lp;
+    for (int b = 0; b < 4; b++) lp.plane[b] = wasm_v128_load(bytes[b]);
+    return lp;
+}
+
+/* Levels of 16 byte-lane indices as four f32x4, lanes in order. */
+INLINE void lookup16(const level_planes *lp, v128_t idx, v128_t out[4]) {
+    v128_t b0 = wasm_i8x16_swizzle(lp->plane[0], idx), b1 = wasm_i8x16_swizzle(lp->plane[1], idx);
+    v128_t b2 = wasm_i8x16_swizzle(lp->plane[2], idx), b3 = wasm_i8x16_swizzle(lp->plane[3], idx);
+    v128_t lo01 = wasm_i8x16_shuffle(b0, b1, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    v128_t hi01 = wasm_i8x16_shuffle(b0, b1, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    v128_t lo23 = wasm_i8x16_shuffle(b2, b3, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    v128_t hi23 = wasm_i8x16_shuffle(b2, b3, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    out[0] = wasm_i16x8_shuffle(lo01, lo23, 0, 8, 1, 9, 2, 10, 3, 11);
+    out[1] = wasm_i16x8_shuffle(lo01, lo23, 4, 12, 5, 13, 6, 14, 7, 15);
+    out[2] = wasm_i16x8_shuffle(hi01, hi23, 0, 8, 1, 9, 2, 10, 3, 11);
+    out[3] = wasm_i16x8_shuffle(hi01, hi23, 4, 12, 5, 13, 6, 14, 7, 15);
+}
+
+/* d[16 rows] += levels(idx) * x, as the reference's `dot += level * x`. */
+INLINE void mac16(const level_planes *lp, v128_t idx, float x, v128_t d[4]) {
+    v128_t l[4], xs = wasm_f32x4_splat(x);
+    lookup16(lp, idx, l);
+    for (int q = 0; q < 4; q++) d[q] = wasm_f32x4_add(d[q], wasm_f32x4_mul(l[q], xs));
+}
+
+/* One group of one tile: d[16 rows] = levels . x in index order. */
+INLINE void exact_group(const nd_cq *m, const level_planes *lp, const uint8_t *c, const float *x,
+                        v128_t d[4]) {
+    uint32_t bytes = m->group * m->bits / 8;
+    for (int q = 0; q < 4; q++) d[q] = wasm_f32x4_splat(0.0f);
+    if (m->bits == 2) {
+        const v128_t mask = wasm_i8x16_splat(3);
+        for (uint32_t b = 0; b < bytes; b++, x += 4) {
+            v128_t v = wasm_v128_load(c + (size_t)b * ND_CQ_TILE);
+            mac16(lp, wasm_v128_and(v, mask), x[0], d);
+            mac16(lp, wasm_v128_and(wasm_u16x8_shr(v, 2), mask), x[1], d);
+            mac16(lp, wasm_v128_and(wasm_u16x8_shr(v, 4), mask), x[2], d);
+            mac16(lp, wasm_v128_and(wasm_u16x8_shr(v, 6), mask), x[3], d);
+        }
+    } else {
+        const v128_t mask = wasm_i8x16_splat(15);
+        for (uint32_t b = 0; b < bytes; b++, x += 2) {
+            v128_t v = wasm_v128_load(c + (size_t)b * ND_CQ_TILE);
+            mac16(lp, wasm_v128_and(v, mask), x[0], d);
+            mac16(lp, wasm_v128_and(wasm_u16x8_shr(v, 4), mask), x[1], d);
+        }
+    }
+}
+
+void nd_cqt_gemv_simd128(const nd_cq *m, const float *xr, float *y) {
+    level_planes lp = make_planes(m);
+    for (uint32_t t = 0; t < m->tiles; t++) {
+        v128_t acc[4], d[4], nv[4];
+        for (int q = 0; q < 4; q++) acc[q] = wasm_f32x4_splat(0.0f);
+        for (uint32_t g = 0; g < m->groups; g++) {
+            exact_group(m, &lp, tile_codes(m, t, g), xr + (size_t)g * m->group, d);
+            norms16(tile_norms(m, t, g), nv);
+            for (int q = 0; q < 4; q++) acc[q] = wasm_f32x4_add(acc[q], wasm_f32x4_mul(nv[q], d[q]));
+        }
+        for (int q = 0; q < 4; q++) wasm_v128_store(y + (size_t)t * ND_CQ_TILE + 4 * q, acc[q]);
+    }
+}
+
+/* ---- int8 tables -------------------------------------------------------- */
+
+static float hmax(v128_t v) {
+    v = wasm_f32x4_max(v, wasm_i32x4_shuffle(v, v, 2, 3, 0, 1));
+    v = wasm_f32x4_max(v, wasm_i32x4_shuffle(v, v, 1, 0, 3, 2));
+    return wasm_f32x4_extract_lane(v, 0);
+}
+
+/* The largest sum of |x| one code reads (see tables_ref in cq_tiled.c). */
+static float code_most(const nd_cq *m, const float *x) {
+    v128_t most = wasm_f32x4_splat(0.0f);
+    for (uint32_t k = 0; k < m->group; k += 4) {
+        v128_t a = wasm_f32x4_abs(wasm_v128_load(x + k));
+        if (m->bits == 2) a = wasm_f32x4_add(a, wasm_i32x4_shuffle(a, a, 1, 0, 3, 2)); /* pair sums */
+        most = wasm_f32x4_max(most, a);
+    }
+    return hmax(most);
+}
+
+/* Adding 1.5 * 2^23 rounds |v| < 2^22 to an integer (half to even, as rintf)
+ * and leaves it in the low bits: the low byte is the int8. */
+#define MAGIC 12582912.0f
+
+/* Bytes 0, 4, 8, 12 of each of four i32x4: sixteen int8 in order. */
+INLINE v128_t low_bytes(v128_t a, v128_t b, v128_t c, v128_t d) {
+    v128_t ab = wasm_i8x16_shuffle(a, b, 0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0);
+    v128_t cd = wasm_i8x16_shuffle(c, d, 0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0);
+    return wasm_i64x2_shuffle(ab, cd, 0, 2);
+}
+
+/* tb[codes][16] int8 tables of the group activation x, as tables_ref builds
+ * them; returns the scale. xs: scratch of group floats. */
+static float tables(const nd_cq *m, float lmax, const float *x, int8_t *tb, float *xs) {
+    uint32_t codes = m->group * m->bits / 4;
+    float amax = lmax * code_most(m, x);
+    if (!(amax > 0.0f)) {
+        memset(tb, 0, (size_t)codes * 16);
+        return 0.0f;
+    }
+    v128_t inv = wasm_f32x4_splat(127.0f / amax), magic = wasm_f32x4_splat(MAGIC);
+    for (uint32_t k = 0; k < m->group; k += 4) wasm_v128_store(xs + k, wasm_f32x4_mul(wasm_v128_load(x + k), inv));
+    v128_t l[4];
+    for (int q = 0; q < 4; q++) l[q] = wasm_v128_load(m->levels + 4 * q);
+    if (m->bits == 4) {
+        for (uint32_t j = 0; j < codes; j++) {
+            v128_t xj = wasm_v128_load32_splat(xs + j), e[4];
+            for (int q = 0; q < 4; q++) e[q] = wasm_f32x4_add(wasm_f32x4_mul(l[q], xj), magic);
+            wasm_v128_store(tb + 16 * j, low_bytes(e[0], e[1], e[2], e[3]));
+        }
+    } else { /* entry 4q+i: levels[i] * xs[2j] + levels[q] * xs[2j+1] */
+        v128_t lq[4];
+        for (int q = 0; q < 4; q++) lq[q] = wasm_f32x4_splat(m->levels[q]);
+        for (uint32_t j = 0; j < codes; j++) {
+            v128_t pa = wasm_f32x4_mul(l[0], wasm_v128_load32_splat(xs + 2 * j));
+            v128_t xb = wasm_v128_load32_splat(xs + 2 * j + 1), e[4];
+            for (int q = 0; q < 4; q++)
+                e[q] = wasm_f32x4_add(wasm_f32x4_add(pa, wasm_f32x4_mul(lq[q], xb)), magic);
+            wasm_v128_store(tb + 16 * j, low_bytes(e[0], e[1], e[2], e[3]));
+        }
+    }
+    return amax / 127.0f;
+}
+
+static float level_max(const nd_cq *m) {
+    v128_t a = wasm_f32x4_splat(0.0f);
+    for (uint32_t q = 0; q < (1u << m->bits); q += 4) a = wasm_f32x4_max(a, wasm_f32x4_abs(wasm_v128_load(m->levels + q)));
+    return hmax(a);
+}
+
+/* Two codes x 16 rows of one vector: acc[0] += rows 0..7, acc[1] += 8..15. */
+#define LUT_STEP(c, tbl, acc)                                                                    \
+    do {                                                                                         \
+        v128_t s0_ = wasm_i8x16_swizzle(wasm_v128_load(tbl), lo_##c);                            \
+        v128_t s1_ = wasm_i8x16_swizzle(wasm_v128_load((tbl) + 16), hi_##c);                     \
+        acc[0] = wasm_i16x8_add(acc[0], wasm_i16x8_extadd_pairwise_i8x16(wasm_i8x16_shuffle(    \
+            s0_, s1_, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23)));                 \
+        acc[1] = wasm_i16x8_add(acc[1], wasm_i16x8_extadd_pairwise_i8x16(wasm_i8x16_shuffle(    \
+            s0_, s1_, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31)));           \
+    } while (0)
+
+#define SPLIT(c, ptr)                                                  \
+    v128_t v_##c = wasm_v128_load(ptr);                                \
+    v128_t lo_##c = wasm_v128_and(v_##c, m15);                         \
+    v128_t hi_##c = wasm_v128_and(wasm_u16x8_shr(v_##c, 4), m15)
+
+/* acc[t][2]: integer sums of one tile and group for `tokens` activations
+ * whose tables lie tb_stride bytes apart. Two vectors per iteration. */
+INLINE void lut_tile(const uint8_t *codes, uint32_t vectors, const int8_t *tb, size_t tb_stride,
+                     uint32_t tokens, v128_t acc[][2]) {
+    const v128_t m15 = wasm_i8x16_splat(15);
+    for (uint32_t t = 0; t < tokens; t++) acc[t][0] = acc[t][1] = wasm_i16x8_splat(0);
+    for (uint32_t b = 0; b < vectors; b += 2, codes += 32, tb += 64) {
+        SPLIT(0, codes);
+        SPLIT(1, codes + 16);
+        for (uint32_t t = 0; t < tokens; t++) {
+            LUT_STEP(0, tb + t * tb_stride, acc[t]);
+            LUT_STEP(1, tb + t * tb_stride + 32, acc[t]);
+        }
+    }
+}
+
+/* y[16 rows] += (norm * scale) * sum, as the reference does it. */
+INLINE void lut_finish(const v128_t nv[4], float scale, const v128_t acc[2], float *y) {
+    v128_t s = wasm_f32x4_splat(scale);
+    v128_t i[4] = {wasm_i32x4_extend_low_i16x8(acc[0]), wasm_i32x4_extend_high_i16x8(acc[0]),
+                   wasm_i32x4_extend_low_i16x8(acc[1]), wasm_i32x4_extend_high_i16x8(acc[1])};
+    for (int q = 0; q < 4; q++) {
+        v128_t f = wasm_f32x4_mul(wasm_f32x4_mul(nv[q], s), wasm_f32x4_convert_i32x4(i[q]));
+        wasm_v128_store(y + 4 * q, wasm_f32x4_add(wasm_v128_load(y + 4 * q), f));
+    }
+}
+
+/* Group g for `tokens` activations (tables already built), every tile. */
+INLINE void lut_group(const nd_cq *m, uint32_t g, const int8_t *tb, size_t tb_stride,
+                      const float *scale, uint32_t tokens, float *y) {
+    uint32_t vectors = m->group * m->bits / 8;
+    for (uint32_t t = 0; t < m->tiles; t++) {
+        v128_t acc[TOKENS][2], nv[4];
+        lut_tile(tile_codes(m, t, g), vectors, tb, tb_stride, tokens, acc);
+        norms16(tile_norms(m, t, g), nv);
+        for (uint32_t k = 0; k < tokens; k++)
+            lut_finish(nv, scale[k], acc[k], y + (size_t)k * m->rows + (size_t)t * ND_CQ_TILE);
+    }
+}
+
+void nd_cqt_gemv_lut_simd128(const nd_cq *m, const float *xr, float *y) {
+    _Alignas(16) int8_t tb[ND_CQ_MAX_GROUP * 16];
+    _Alignas(16) float xs[ND_CQ_MAX_GROUP];
+    float lmax = level_max(m);
+    memset(y, 0, (size_t)m->tiles * ND_CQ_TILE * sizeof(float));
+    for (uint32_t g = 0; g < m->groups; g++) {
+        float scale = tables(m, lmax, xr + (size_t)g * m->group, tb, xs);
+        lut_group(m, g, tb, 0, &scale, 1, y);
+    }
+}
+
+void nd_cqt_gemm_lut_simd128(const nd_cq *m, const float *xr, uint32_t n, float *y) {
+    _Alignas(16) int8_t tb[TOKENS][ND_CQ_MAX_GROUP * 16];
+    _Alignas(16) float xs[ND_CQ_MAX_GROUP];
+    float lmax = level_max(m);
+    size_t padded = nd_cq_padded(m);
+    for (uint32_t t = 0; t < n; t++) memset(y + (size_t)t * m->rows, 0, (size_t)m->tiles * ND_CQ_TILE * sizeof(float));
+    for (uint32_t t0 = 0; t0 < n; t0 += TOKENS) {
+        uint32_t count = n - t0 < TOKENS ? n - t0 : TOKENS;
+        float *yt = y + (size_t)t0 * m->rows;
+        for (uint32_t g = 0; g < m->groups; g++) {
+            float scale[TOKENS];
+            for (uint32_t k = 0; k < count; k++)
+                scale[k] = tables(m, lmax, xr + (t0 + k) * padded + (size_t)g * m->group, tb[k], xs);
+            /* Constant token counts, so each copy of the loop keeps its sums in registers. */
+            if (count == TOKENS) lut_group(m, g, tb[0], sizeof tb[0], scale, TOKENS, yt);
+            else for (uint32_t k = 0; k < count; k++) lut_group(m, g, tb[k], 0, &scale[k], 1, yt + (size_t)k * m->rows);
+        }
+    }
+}
+#endif

@@ -1,0 +1,265 @@
+/* test_lut.c: the tiled CQ layout (cq_tiled.c): the in-place repack keeps
+ * every index and norm; the exact kernels on it match nd_cq_gemv_ref on the
+ * archive layout bit for bit; the int8 table kernels stay within their
+ * rounding bound of float64 arithmetic; and (SIMD128 builds) every simd128
+ * kernel matches its scalar reference bit for bit. Random matrices: bits 2,
+ * 3, 4 and ternary, groups 8..256, row counts with and without a tail,
+ * padded widths (splitmix64, fixed seeds). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "check.h"
+#include "cq.h"
+#include "fp16.h"
+
+static uint64_t rng_next(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static double rng_unit(uint64_t *s) { return (double)(rng_next(s) >> 11) / 9007199254740992.0; }
+
+typedef struct {
+    nd_cq m;          /* archive layout */
+    nd_cq t;          /* a repacked copy */
+    uint8_t *a, *b;   /* their bytes: packed then norms */
+    float *xr;        /* [4][padded] rotated activations */
+} pair;
+
+/* marker 2, 3, 4, or 5 for ternary. */
+static pair make_pair(uint64_t *s, uint32_t marker, uint32_t group, uint32_t rows, uint32_t cols) {
+    pair p;
+    nd_cq *m = &p.m;
+    memset(&p, 0, sizeof p);
+    m->rows = rows, m->cols = cols, m->group = group;
+    m->groups = (cols + group - 1) / group;
+    m->bits = marker == 5 ? 2 : marker;
+    m->row_bytes = m->groups * group * m->bits / 8;
+    uint32_t count = 1u << m->bits, padded = nd_cq_padded(m);
+    for (uint32_t i = 0; i < 16; i++) m->levels[i] = i < count ? (float)((2 * rng_unit(s) - 1) * 2.5 / sqrt(group)) : NAN;
+    if (marker == 5) {
+        float c = (float)(1.2240064 / sqrt((double)group));
+        m->levels[0] = 0, m->levels[1] = c, m->levels[2] = 0, m->levels[3] = -c;
+    }
+    size_t packed = (size_t)rows * m->row_bytes, bytes = packed + (size_t)rows * m->groups * 2;
+    p.a = malloc(bytes), p.b = malloc(bytes);
+    for (size_t i = 0; i < packed; i++) p.a[i] = (uint8_t)rng_next(s);
+    for (size_t i = 0; i < (size_t)rows * m->groups; i++) {
+        double v = rng_unit(s) < 0.02 ? 3e-6 : 0.05 + 4.0 * rng_unit(s); /* a few subnormal halves */
+        uint16_t h = nd_f32_to_fp16((float)v);
+        p.a[packed + 2 * i] = (uint8_t)h, p.a[packed + 2 * i + 1] = (uint8_t)(h >> 8);
+    }
+    memcpy(p.b, p.a, bytes);
+    m->packed = p.a, m->norms = p.a + packed;
+    p.t = *m;
+    p.t.packed = p.b, p.t.norms = p.b + packed;
+    CHECK(nd_cq_repack(&p.t, p.b, p.b + packed) == 0, "repack failed");
+    p.xr = malloc((size_t)4 * padded * sizeof(float));
+    for (size_t i = 0; i < (size_t)4 * padded; i++) p.xr[i] = (float)(2 * rng_unit(s) - 1);
+    return p;
+}
+
+static void free_pair(pair *p) { free(p->a), free(p->b), free(p->xr); }
+
+static const uint32_t markers[] = {2, 3, 4, 5};
+static const uint32_t groups_[] = {8, 16, 32, 64, 128, 256};
+static const uint32_t row_counts[] = {5, 16, 17, 33, 100};
+#define FOR_SHAPES                                                    \
+    for (int mi = 0; mi < 4; mi++)                                    \
+        for (int gi = 0; gi < 6; gi++)                                \
+            for (int ri = 0; ri < 5; ri++)                            \
+                for (int wi = 0; wi < 3; wi++)
+#define SHAPE markers[mi], groups_[gi], row_counts[ri], \
+    (wi == 0 ? 2 * groups_[gi] : wi == 1 ? 3 * groups_[gi] - 5 : 3)
+
+static int same_bits(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof(float)) == 0; }
+
+static void test_repack_keeps_indices(void) {
+    uint64_t s = 11;
+    FOR_SHAPES {
+        pair p = make_pair(&s, SHAPE);
+        const nd_cq *m = &p.m, *t = &p.t;
+        int tileable = (m->bits == 2 || m->bits == 4) && m->rows >= 16;
+        CHECK(t->tiles == (tileable ? m->rows / 16 : 0), "bits %u rows %u: %u tiles", m->bits, m->rows, t->tiles);
+        if (!tileable) CHECK(memcmp(p.a, p.b, (size_t)m->rows * (m->row_bytes + 2 * m->groups)) == 0, "untileable bytes changed");
+        uint32_t bad = 0;
+        for (uint32_t r = 0; r < m->rows; r++) {
+            for (uint32_t k = 0; k < nd_cq_padded(m); k++) bad += nd_cqt_index(t, r, k) != nd_cq_index(m, r, k);
+            for (uint32_t g = 0; g < m->groups; g++)
+                bad += nd_cqt_norm(t, r, g) != nd_load_fp16(m->norms + 2 * ((size_t)r * m->groups + g));
+        }
+        CHECK(bad == 0, "bits %u group %u rows %u: %u indices or norms moved", m->bits, m->group, m->rows, bad);
+        free_pair(&p);
+    }
+}
+
+/* Exact mode on the tiled layout is the archive reference, bit for bit (the
+ * tail rows run the archive kernel, so they match it). */
+static void test_exact_matches_reference(void) {
+    uint64_t s = 12;
+    FOR_SHAPES {
+        pair p = make_pair(&s, SHAPE);
+        uint32_t rows = p.m.rows, tr = p.t.tiles * 16, pad = nd_cq_padded(&p.m);
+        float *want = malloc(3 * rows * sizeof(float)), *tail = malloc(rows * sizeof(float));
+        float *got = malloc(3 * rows * sizeof(float)), *one = malloc(rows * sizeof(float));
+        nd_cq_matmul(&p.t, p.xr, 3, got, 0);
+        int ok = 1;
+        if (!p.t.tiles) { /* untouched: the archive kernels, as before */
+            float *g2 = malloc(3 * rows * sizeof(float));
+            nd_cq_gemm(&p.m, p.xr, 3, g2);
+            ok &= same_bits(g2, got, 3 * rows);
+            free(g2);
+        }
+        for (uint32_t k = 0; k < 3; k++) {
+            nd_cq_gemv_ref(&p.m, p.xr + k * pad, want + k * rows);
+            ok &= same_bits(got + k * rows, want + k * rows, tr);
+            if (p.t.tiles) { /* the tail runs the archive GEMV per activation */
+                nd_cq_gemv(&p.m, p.xr + k * pad, tail);
+                ok &= same_bits(got + k * rows + tr, tail + tr, rows - tr);
+            }
+        }
+        if (p.t.tiles) {
+            nd_cq_matmul(&p.t, p.xr, 1, one, 0);
+            ok &= same_bits(one, got, rows);
+            nd_cqt_gemv_ref(&p.t, p.xr, one);
+            ok &= same_bits(one, want, tr);
+        }
+        CHECK(ok, "bits %u group %u rows %u cols %u: exact tiled differs", p.m.bits, p.m.group, rows, p.m.cols);
+        free(want), free(tail), free(got), free(one);
+        free_pair(&p);
+    }
+}
+
+/* y of the table kernel against float64 levels . xr: within the table
+ * rounding (scale/2 per code, times norm) plus float slack; and the error is
+ * small in relative terms for random data. */
+static void test_lut_error_bound(void) {
+    uint64_t s = 13;
+    double worst_rel = 0, sq_err = 0, sq_ref = 0;
+    FOR_SHAPES {
+        pair p = make_pair(&s, SHAPE);
+        const nd_cq *m = &p.m;
+        if (!p.t.tiles) { free_pair(&p); continue; }
+        uint32_t tr = p.t.tiles * 16, codes = m->group * m->bits / 4;
+        float *y = malloc(m->rows * sizeof(float));
+        nd_cqt_gemv_lut_ref(&p.t, p.xr, y);
+        int ok = 1;
+        for (uint32_t r = 0; r < tr; r++) {
+            double exact = 0, bound = 1e-30;
+            for (uint32_t g = 0; g < m->groups; g++) {
+                const float *x = p.xr + (size_t)g * m->group;
+                double amax = 0, lmax = 0, dot = 0, mag = 0; /* scale = lmax * max |x| a code reads / 127 */
+                for (uint32_t i = 0; i < (1u << m->bits); i++) lmax = fmax(lmax, fabs(m->levels[i]));
+                for (uint32_t j = 0; j < codes; j++)
+                    amax = fmax(amax, lmax * (m->bits == 4 ? fabs(x[j]) : fabs(x[2 * j]) + fabs(x[2 * j + 1])));
+                for (uint32_t k = 0; k < m->group; k++) {
+                    double v = (double)m->levels[nd_cq_index(m, r, g * m->group + k)] * x[k];
+                    dot += v, mag += fabs(v);
+                }
+                double norm = nd_load_fp16(m->norms + 2 * ((size_t)r * m->groups + g));
+                exact += norm * dot;
+                bound += norm * (0.5 * amax / 127 * codes * (1 + 1e-5) + 1e-5 * (mag + amax * codes));
+            }
+            double err = fabs(y[r] - exact);
+            ok &= err <= bound;
+            sq_err += err * err, sq_ref += exact * exact;
+            if (err / bound > worst_rel) worst_rel = err / bound;
+        }
+        CHECK(ok, "bits %u group %u rows %u: error above the rounding bound", m->bits, m->group, m->rows);
+        free(y);
+        free_pair(&p);
+    }
+    double rel = sqrt(sq_err / sq_ref);
+    printf("  int8 tables: rms error %.3g of rms output; worst %.2f of the bound\n", rel, worst_rel);
+    CHECK(rel < 0.02 && rel > 0, "rms relative error %g", rel);
+}
+
+/* The batched table kernel is the single one per activation; zero x gives 0. */
+static void test_lut_gemm_and_zero(void) {
+    uint64_t s = 14;
+    FOR_SHAPES {
+        pair p = make_pair(&s, SHAPE);
+        if (!p.t.tiles) { free_pair(&p); continue; }
+        uint32_t rows = p.m.rows, tr = p.t.tiles * 16, pad = nd_cq_padded(&p.m);
+        float *y = malloc(4 * rows * sizeof(float)), *one = malloc(rows * sizeof(float));
+        int ok = 1;
+        for (uint32_t n = 1; n <= 4; n++) {
+            nd_cq_matmul(&p.t, p.xr, n, y, 1);
+            for (uint32_t k = 0; k < n; k++) {
+                nd_cqt_gemv_lut_ref(&p.t, p.xr + k * pad, one);
+                ok &= same_bits(y + k * rows, one, tr);
+            }
+        }
+        CHECK(ok, "bits %u group %u rows %u: batched tables differ", p.m.bits, p.m.group, rows);
+        memset(p.xr, 0, pad * sizeof(float));
+        nd_cq_matmul(&p.t, p.xr, 1, y, 1);
+        float zero = 0;
+        for (uint32_t r = 0; r < rows; r++) zero = fmaxf(zero, fabsf(y[r]));
+        CHECK(zero == 0, "zero activation gives %g", zero);
+        free(y), free(one);
+        free_pair(&p);
+    }
+}
+
+/* Gathering a row of the repacked matrix gives nd_cq_row_ref's row. */
+static void test_gather(void) {
+    uint64_t s = 15;
+    FOR_SHAPES {
+        pair p = make_pair(&s, SHAPE);
+        const nd_cq *m = &p.m;
+        float *want = malloc((m->cols + 1) * sizeof(float)), *got = malloc((m->cols + 1) * sizeof(float));
+        float scratch[ND_CQ_MAX_GROUP];
+        int ok = 1;
+        for (uint32_t r = 0; r < m->rows; r++) {
+            got[m->cols] = 7.0f;
+            nd_cq_row_ref(m, r, want, scratch);
+            nd_cq_gather(&p.t, r, got, scratch);
+            ok &= same_bits(want, got, m->cols) && got[m->cols] == 7.0f;
+        }
+        CHECK(ok, "bits %u group %u rows %u: gathered rows differ", m->bits, m->group, m->rows);
+        free(want), free(got);
+        free_pair(&p);
+    }
+}
+
+#ifdef ND_SIMD128
+/* Each simd128 kernel against its scalar twin, bit for bit, with 4 batched
+ * activations plus odd batch sizes. */
+static void test_simd_twins(void) {
+    uint64_t s = 16;
+    FOR_SHAPES {
+        pair p = make_pair(&s, SHAPE);
+        if (!p.t.tiles) { free_pair(&p); continue; }
+        uint32_t rows = p.m.rows, tr = p.t.tiles * 16, pad = nd_cq_padded(&p.m);
+        float *a = malloc(4 * rows * sizeof(float)), *b = malloc(4 * rows * sizeof(float));
+        nd_cqt_gemv_ref(&p.t, p.xr, a);
+        nd_cqt_gemv_simd128(&p.t, p.xr, b);
+        int ok = same_bits(a, b, tr);
+        nd_cqt_gemv_lut_ref(&p.t, p.xr, a);
+        nd_cqt_gemv_lut_simd128(&p.t, p.xr, b);
+        ok &= same_bits(a, b, tr);
+        for (uint32_t n = 2; n <= 4; n++) {
+            nd_cqt_gemm_lut_ref(&p.t, p.xr, n, a);
+            nd_cqt_gemm_lut_simd128(&p.t, p.xr, n, b);
+            for (uint32_t k = 0; k < n; k++) ok &= same_bits(a + k * rows, b + k * rows, tr);
+        }
+        (void)pad;
+        CHECK(ok, "bits %u group %u rows %u cols %u: simd128 differs", p.m.bits, p.m.group, rows, p.m.cols);
+        free(a), free(b);
+        free_pair(&p);
+    }
+}
+#endif
+
+int main(void) {
+    RUN(test_repack_keeps_indices);
+    RUN(test_exact_matches_reference);
+    RUN(test_lut_error_bound);
+    RUN(test_lut_gemm_and_zero);
+    RUN(test_gather);
+#ifdef ND_SIMD128
+    RUN(test_simd_twins);
+#endif
+    return check_report();
+}
