@@ -7,14 +7,24 @@
 
 import { request, encodeSource, deserializeError, endpoint } from './protocol.js';
 import { NeedleError, STATUS } from './engine.js';
+import { importNode } from './node-import.js';
 
-const WORKER_URL = new URL('./worker.js', import.meta.url);
 const isBrowser = typeof window !== 'undefined' || typeof WorkerGlobalScope !== 'undefined';
 
+/** Starts the model worker: options.workerUrl if given, else worker.js next
+ *  to this file. The default is spelled `new Worker(new URL('./worker.js',
+ *  import.meta.url), { type: 'module' })` on purpose: bundlers (Vite,
+ *  webpack 5, Parcel) recognise exactly that shape and bundle the worker
+ *  with its imports; a URL kept in a variable would be copied as a bare file. */
 async function spawn(url) {
-  if (isBrowser) return endpoint(new Worker(url, { type: 'module', name: 'needle-model' }));
-  const threads = await import('node:worker_threads');
-  return endpoint(new threads.Worker(url));
+  if (isBrowser) {
+    return endpoint(url
+      ? new Worker(url, { type: 'module', name: 'needle-model' })
+      : new Worker(new URL('./worker.js', import.meta.url), { type: 'module', name: 'needle-model' }));
+  }
+  const threads = await importNode('node:worker_threads');
+  const here = import.meta.url; // not the literal pattern: browser bundles need no copy of this path
+  return endpoint(new threads.Worker(url ?? new URL('./worker.js', here)));
 }
 
 function abortedError(signal) {
@@ -32,7 +42,7 @@ export class WorkerModel {
    * workerUrl.
    */
   static async load(source, options = {}) {
-    const { onProgress, signal, workerUrl = WORKER_URL, transfer, total, worker: _, ...rest } = options;
+    const { onProgress, signal, workerUrl, transfer, total, worker: _, ...rest } = options;
     if (signal?.aborted) throw abortedError(signal);
     const base = isBrowser && typeof location !== 'undefined' ? location.href : undefined;
     const encoded = encodeSource(source, { transfer, total, base });

@@ -20,6 +20,7 @@
 //   STATUS.ABORTED (8), name 'AbortError': options.signal fired
 
 import { NeedleError, STATUS } from './engine.js';
+import { importNode } from './node-import.js';
 
 /** The Cache Storage bucket that keeps fetched archives, keyed by URL. */
 export const ARCHIVE_CACHE = 'needle-archives';
@@ -149,7 +150,7 @@ async function fetchCached(request, { signal, cache }) {
 }
 
 async function openNodeFile(path, signal) {
-  const fs = await import('node:fs');
+  const fs = await importNode('node:fs');
   let size;
   try {
     size = (await fs.promises.stat(path)).size;
@@ -196,9 +197,10 @@ export async function openSource(source, { signal, cache, total } = {}) {
   if (typeof Response !== 'undefined' && source instanceof Response) {
     return { label, ...fromResponse(source, label, signal) };
   }
-  if (isNode && (source instanceof URL ? source.protocol === 'file:'
-    : typeof source === 'string' && !/^[a-z][a-z0-9+.-]+:/i.test(source))) {
-    const path = source instanceof URL ? (await import('node:url')).fileURLToPath(source) : source;
+  // A file: URL may arrive as a string too (a worker gets every URL as one).
+  const fileUrl = source instanceof URL ? source.protocol === 'file:' : typeof source === 'string' && /^file:/i.test(source);
+  if (isNode && (fileUrl || (typeof source === 'string' && !/^[a-z][a-z0-9+.-]+:/i.test(source)))) {
+    const path = fileUrl ? (await importNode('node:url')).fileURLToPath(source) : source;
     return { label, ...(await openNodeFile(path, signal)) };
   }
   let request;

@@ -2,14 +2,18 @@
 // holds one model: it streams the archive into its own engine, answers calls,
 // and posts generated tokens as they are produced. Runs as a browser module
 // Worker and as a Node worker_threads Worker.
+// Bundlers build this file as its own worker bundle, by default a classic
+// script: so no top-level await, no import of index.js (whose lazy import of
+// client.js would split the bundle and start a worker inside the worker),
+// and Node built-ins only through importNode.
 
-import { loadModelInThread } from './index.js';
 import { reply, transferables, decodeSource, endpoint, CALLS } from './protocol.js';
-import { NeedleError, STATUS } from './engine.js';
+import { Engine, NeedleError, STATUS } from './engine.js';
+import { Model } from './model.js';
+import { streamArchive } from './load.js';
+import { importNode } from './node-import.js';
 
-const scope = typeof WorkerGlobalScope !== 'undefined' && globalThis instanceof WorkerGlobalScope
-  ? globalThis : (await import('node:worker_threads')).parentPort;
-const port = endpoint(scope);
+let port = null; // set below, before the first message can arrive
 
 let model = null;
 const running = new Map(); // request id -> AbortController
@@ -47,10 +51,13 @@ async function load({ id, source, options }) {
   const controller = new AbortController();
   running.set(id, controller);
   const [decoded, extra] = decodeSource(source);
-  model = await loadModelInThread(decoded, {
+  const engine = await Engine.create(options.wasm); // as loadModelInThread in index.js
+  const { value, ...report } = await streamArchive(engine, decoded, {
     ...options, ...extra, signal: controller.signal,
     onProgress: (progress) => port.post(reply.progress(id, progress)),
-  });
+  }, (ptr, size) => Model.fromMemory(engine, ptr, size));
+  model = value;
+  model.source = report;
   return calls.info();
 }
 
@@ -89,4 +96,10 @@ async function handle(message) {
   }
 }
 
-port.listen(handle);
+function start(target) {
+  port = endpoint(target);
+  port.listen(handle);
+}
+
+if (typeof WorkerGlobalScope !== 'undefined' && globalThis instanceof WorkerGlobalScope) start(globalThis);
+else importNode('node:worker_threads').then((threads) => start(threads.parentPort)); // queued until then

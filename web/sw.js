@@ -12,7 +12,8 @@ const CACHE = `needle-app-${VERSION}${BUILD ? `-${BUILD}` : ''}`;
 const SHELL = [
   './', './index.html', './app.js', './presets.js', './style.css', './manifest.webmanifest', './icon.svg',
   '../js/index.js', '../js/client.js', '../js/worker.js', '../js/protocol.js', '../js/load.js',
-  '../js/model.js', '../js/engine.js', '../js/wasm.js', '../dist/needle.wasm',
+  '../js/model.js', '../js/engine.js', '../js/wasm.js', '../js/agent.js', '../js/node-import.js',
+  '../dist/needle.wasm', '../dist/needle-nosimd.wasm',
 ].map((path) => new URL(path, self.location).href);
 
 self.addEventListener('install', (event) => {

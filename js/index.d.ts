@@ -1,0 +1,366 @@
+// Type declarations of the public API of needle-wasm (the package entry
+// js/index.js, and the agent API of js/agent.js it re-exports). Written by
+// hand next to the JS; tests/js/package.test.js type-checks a consumer
+// against this file from the packed tarball.
+
+// ---------------------------------------------------------------- errors
+
+/** Engine status codes (NEEDLE_E_* of src/needle.h), the numeric NeedleError codes. */
+export declare const STATUS: {
+  readonly OK: 0;
+  readonly FORMAT: 1;
+  readonly NOMEM: 2;
+  readonly ARGUMENT: 3;
+  readonly INCOMPLETE: 4;
+  readonly TOKENIZER: 5;
+  readonly CONTEXT: 6;
+  readonly SCHEMA: 7;
+  readonly ABORTED: 8;
+};
+
+export type StatusCode = (typeof STATUS)[keyof typeof STATUS];
+
+/**
+ * NeedleError.code: an engine status, or one of the loader, worker and agent codes:
+ * - 'HTTP': the server answered with an error status (error.status holds it)
+ * - 'NETWORK': the URL could not be fetched and no cached copy exists
+ * - 'TRUNCATED' / 'LENGTH': the stream ended early / ran past the announced length
+ * - 'READ': a file or Blob could not be read
+ * - 'SOURCE': loadModel does not take a source of this type
+ * - 'QUOTA': Cache Storage is full (reported in model.source.cacheError, not thrown)
+ * - 'WORKER': the model's worker failed or exited
+ * - 'UNKNOWN_TOOL' / 'TOOL_FAILED': Needle.run met a call with no JS function / a tool that threw
+ */
+export type NeedleErrorCode =
+  | StatusCode
+  | 'HTTP' | 'NETWORK' | 'TRUNCATED' | 'LENGTH' | 'READ' | 'SOURCE' | 'QUOTA'
+  | 'WORKER' | 'UNKNOWN_TOOL' | 'TOOL_FAILED';
+
+/** Every error the package throws. name is 'AbortError' when a signal stopped the work. */
+export declare class NeedleError extends Error {
+  constructor(message: string, code?: NeedleErrorCode);
+  code: NeedleErrorCode;
+  /** HTTP status, for code 'HTTP'. */
+  status?: number;
+}
+
+// ---------------------------------------------------------------- loading
+
+/** The built-in demo archive (dist/demo.cact: released geometry, random weights). */
+export declare const DEMO_ARCHIVE_URL: URL;
+
+/** The Cache Storage bucket that keeps archives fetched over http(s). */
+export declare const ARCHIVE_CACHE: string;
+
+/**
+ * Where an archive comes from: a URL (string or URL; in Node also a file path
+ * or file: URL), a Request, a Response, a byte stream, a Blob/File, or bytes.
+ */
+export type ModelSource =
+  | string
+  | URL
+  | Request
+  | Response
+  | ReadableStream<Uint8Array>
+  | Blob
+  | ArrayBuffer
+  | SharedArrayBuffer
+  | ArrayBufferView;
+
+export interface LoadProgress {
+  /** Bytes read so far. */
+  loaded: number;
+  /** Bytes in all, when the source announces it. */
+  total: number | undefined;
+  /** True once the engine has validated the header and tensor directory. */
+  checked: boolean;
+}
+
+export interface LoadOptions {
+  /** Called after every chunk copied into wasm memory. */
+  onProgress?: (progress: LoadProgress) => void;
+  /** Aborts the load (NeedleError named 'AbortError', code STATUS.ABORTED). */
+  signal?: AbortSignal;
+  /** false: do not use Cache Storage; a Cache: use that one instead of ARCHIVE_CACHE. */
+  cache?: false | Cache;
+  /** Byte length of a bare ReadableStream source, for progress and early checks. */
+  total?: number;
+  /**
+   * The engine module: a variant name ('simd', 'nosimd', or 'relaxed' when built), the URL of a
+   * module file, or a compiled module. Default: the best shipped variant this host validates.
+   */
+  wasm?: 'simd' | 'nosimd' | 'relaxed' | (string & {}) | URL | WebAssembly.Module;
+  /** Run the model in a worker (default: true in browser pages, false elsewhere). */
+  worker?: boolean;
+  /** With worker: hand an ArrayBuffer source over to the worker instead of copying it. */
+  transfer?: boolean;
+  /** With worker: URL of worker.js, when a bundler or CSP needs it elsewhere. */
+  workerUrl?: string | URL;
+}
+
+/** What a loaded model reports about its source (model.source). */
+export interface LoadReport {
+  /** Archive size in bytes. */
+  size: number;
+  /** Short name of the source (URL, path, file name, 'bytes', ...). */
+  label: string;
+  /** True when a fetched URL was answered from Cache Storage (offline or 304). */
+  fromCache: boolean;
+  /** Set when the archive loaded but could not be cached (code 'QUOTA'). */
+  cacheError?: NeedleError;
+}
+
+/** Loads an archive in the calling thread (also in a worker of your own). */
+export declare function loadModelInThread(source?: ModelSource, options?: LoadOptions): Promise<Model>;
+
+/**
+ * Loads an archive; default source: DEMO_ARCHIVE_URL. In a browser page it
+ * runs in a dedicated module Web Worker and resolves to a WorkerModel (every
+ * method returns a promise); elsewhere, or with { worker: false }, to a Model.
+ */
+export declare function loadModel(source: ModelSource | undefined, options: LoadOptions & { worker: false }): Promise<Model>;
+export declare function loadModel(source: ModelSource | undefined, options: LoadOptions & { worker: true }): Promise<WorkerModel>;
+export declare function loadModel(source?: ModelSource, options?: LoadOptions): Promise<Model | WorkerModel>;
+
+// ---------------------------------------------------------------- models
+
+/** Ids of the special tokens. */
+export interface SpecialIds {
+  pad: number;
+  eos: number;
+  bos: number;
+  unknown: number;
+  imEnd: number;
+}
+
+export interface Geometry {
+  tensorCount: number;
+  codebookLength: number;
+  kvWindow: number;
+  kvBits: number;
+  vocabulary: number;
+  hidden: number;
+  queryHeads: number;
+  kvHeads: number;
+  layers: number;
+  headDimension: number;
+  maximumSequence: number;
+  hadamardDimension: number;
+  lanes: number;
+  engramSlots: number;
+  engramSubDimension: number;
+  engramTables: number;
+  engramTaps: number;
+  engramDilation: number;
+  orderCount: number;
+  siteCount: number;
+  ropeTheta: number;
+  orders: number[];
+  sites: number[];
+}
+
+export interface TensorInfo {
+  index: number;
+  name: string;
+  dtype: string;
+  shape: number[];
+  /** Bits per weight of a quantised tensor, 0 otherwise. */
+  bits: number;
+  /** Quantisation group size, 0 for unquantised tensors. */
+  group: number;
+  offset: number;
+  bytes: number;
+}
+
+export interface Inspection {
+  geometry: Geometry;
+  tensors: TensorInfo[];
+}
+
+export interface SessionOptions {
+  /** Sliding KV window in positions (0: the archive's). */
+  window?: number;
+  /** Attention-sink positions kept at the start of the window. */
+  sinks?: number;
+  /** Full-precision KV cache instead of the archive's quantised one. */
+  exact?: boolean;
+}
+
+export interface LogitsOptions extends SessionOptions {
+  /** Logits of every position instead of the last only. */
+  all?: boolean;
+}
+
+export interface SamplingOptions {
+  /** 0 (default) decodes greedily. */
+  temperature?: number;
+  topK?: number;
+  topP?: number;
+  minP?: number;
+  repetitionPenalty?: number;
+  seed?: number;
+}
+
+export interface GenerateOptions extends SamplingOptions {
+  /** Default 128. */
+  maxTokens?: number;
+  /** Prompt as plain text after BOS instead of the chat format of spec section 7. */
+  raw?: boolean;
+  /** Stops generation (NeedleError named 'AbortError', code STATUS.ABORTED). */
+  signal?: AbortSignal;
+  exact?: boolean;
+}
+
+/** One generated piece; token is -1 for text flushed at the end. */
+export interface GeneratedPiece {
+  token: number;
+  text: string;
+}
+
+/** A model in this thread: every method is synchronous except generate. */
+export declare class Model {
+  static fromBytes(bytes: Uint8Array, options?: { wasm?: LoadOptions['wasm'] }): Promise<Model>;
+  readonly vocabulary: number;
+  readonly ids: SpecialIds;
+  /** Set by loadModel / loadModelInThread. */
+  source?: LoadReport;
+  /** One header field by name, e.g. 'layers' or 'orders[0]'. */
+  geometry(field: string): number;
+  inspect(): Inspection;
+  pieceId(text: string): number;
+  /** Token ids of text, without BOS. */
+  tokenize(text: string): number[];
+  detokenize(ids: ArrayLike<number>): string;
+  session(options?: SessionOptions): Session;
+  logits(ids: ArrayLike<number>, options?: LogitsOptions): Float32Array[];
+  /** Prompt ids in the chat format for one user query and no tools. */
+  chatIds(prompt: string): number[];
+  generate(prompt: string, options?: GenerateOptions): AsyncGenerator<GeneratedPiece, void, undefined>;
+  /** Highest wasm memory size seen, in bytes. */
+  readonly peakMemoryBytes: number;
+  free(): void;
+}
+
+/** KV cache and scratch of one conversation. */
+export declare class Session {
+  constructor(model: Model, options?: SessionOptions);
+  readonly position: number;
+  /** Logits of the last fed position, or of every position with all. */
+  feed(ids: ArrayLike<number>, options?: { all?: boolean }): Float32Array[];
+  free(): void;
+}
+
+/**
+ * A model living in its own worker (browser module Worker or Node
+ * worker_threads): Model's methods, each returning a promise. Returned by
+ * loadModel in pages or with { worker: true }; a type only, not an export.
+ */
+export interface WorkerModel {
+  readonly vocabulary: number;
+  readonly ids: SpecialIds;
+  readonly source: LoadReport;
+  /** wasm memory of the worker's engine as of its last reply, in bytes. */
+  readonly memory: { bytes: number; peak: number };
+  readonly peakMemoryBytes: number;
+  inspect(): Promise<Inspection>;
+  tokenize(text: string): Promise<number[]>;
+  detokenize(ids: ArrayLike<number>): Promise<string>;
+  logits(ids: ArrayLike<number>, options?: LogitsOptions): Promise<Float32Array[]>;
+  generate(prompt: string, options?: GenerateOptions): AsyncGenerator<GeneratedPiece, void, undefined>;
+  /** Releases the model and ends its worker. */
+  free(): Promise<void>;
+  /** Ends the worker at once; pending calls fail. */
+  terminate(): void;
+}
+
+// ---------------------------------------------------------------- agent
+
+/** A JSON Schema (the subset of spec section 8 constrains generation). */
+export type JsonSchema = { [keyword: string]: unknown };
+
+export interface ToolDeclaration {
+  name: string;
+  description?: string;
+  parameters: JsonSchema;
+}
+
+export interface FunctionCall {
+  name: string;
+  arguments: { [name: string]: unknown };
+}
+
+/** What every turn returns (spec section 8). */
+export interface Envelope {
+  /** 'respond' when a fed-back tool result drew no further call; an empty call list on a query is a refusal. */
+  type: 'call' | 'respond';
+  success: boolean;
+  error: string | null;
+  error_code: number | null;
+  function_calls: FunctionCall[];
+  reasoning: string;
+  /** null when the archive has no confidence head. */
+  confidence: number | null;
+  prefill_tps: number;
+  decode_tps: number;
+  peak_ram_mb: number;
+}
+
+/** Needle.run's result: the last envelope and every tool call it ran. */
+export interface RunResult extends Envelope {
+  results: { name: string; arguments: { [name: string]: unknown }; result: unknown }[];
+}
+
+/** A JS function with its declaration attached by tool(). */
+export type ToolFunction<A = any, R = unknown> = ((args: A) => R | Promise<R>) & { tool: ToolDeclaration };
+
+/** Attaches a schema ({ name?, description?, parameters } or a bare JSON Schema) to fn. */
+export declare function tool<A = any, R = unknown>(
+  fn: (args: A) => R | Promise<R>,
+  schema?: { name?: string; description?: string; parameters: JsonSchema } | JsonSchema,
+): ToolFunction<A, R>;
+
+export interface NeedleOptions extends SamplingOptions {
+  /** A Model, or a source for loadModelInThread (default: the demo archive). */
+  model?: Model | ModelSource;
+  /** Tool functions made with tool(), or bare declarations (run() cannot call those). */
+  tools?: (ToolFunction | ToolDeclaration)[];
+  /** System facts, by convention 'key: value; key: value'. */
+  system?: string;
+}
+
+export interface TokenEvent {
+  kind: 'reasoning' | 'call' | 'marker';
+  text: string;
+}
+
+export interface CompleteOptions {
+  /** Default 256. */
+  maxNewTokens?: number;
+  signal?: AbortSignal;
+  /** 'auto' (default): a string is a query, anything else a tool result. */
+  kind?: 'auto' | 'query' | 'tool_result';
+  onToken?: (event: TokenEvent) => void;
+}
+
+/** The agent: text in, a schema-valid tool call out. Runs in the calling thread. */
+export declare class Needle {
+  static create(options?: NeedleOptions): Promise<Needle>;
+  readonly model: Model;
+  /** One turn: a query, or (after a call) a tool result. */
+  complete(text: unknown, options?: CompleteOptions): Promise<Envelope>;
+  /** A query, then the JS tools it calls and their results fed back, until a response or maxTurns (default 4). */
+  run(query: string, options?: CompleteOptions & { maxTurns?: number }): Promise<RunResult>;
+  /** The arguments the model fills for schema from text (null when it makes no call). */
+  extract(
+    text: string,
+    schema: JsonSchema,
+    options?: CompleteOptions & { name?: string; description?: string },
+  ): Promise<{ [name: string]: unknown } | null>;
+  /** The tool declarations rendered into the prompt now (at most 5 with retrieval). */
+  renderedTools(): ToolDeclaration[];
+  /** Tokens the last turn prefilled. */
+  readonly prefillCount: number;
+  /** Starts a new conversation with the same tools and system text. */
+  reset(): void;
+  free(): void;
+}

@@ -1,0 +1,82 @@
+// The npm package as users get it: `npm pack`, the tarball's contents, then an
+// install into a fresh project where a Node ESM script imports 'needle-wasm'
+// (in-thread and in a worker_threads worker), the installed CLI inspects the
+// package's demo archive, and a TypeScript consumer type-checks against the
+// shipped index.d.ts. Needs dist/ (./build.sh; npm pack's prepack builds it).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { rmSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { pack, install, root, run } from '../fixtures/consumer/install.js';
+import { loadModel } from '../../js/index.js';
+
+let packed;
+let project;
+
+before(async () => {
+  packed = await pack();
+  project = await install(packed, 'node-consumer', ['node/', 'ts/']);
+});
+
+after(() => { if (packed) rmSync(packed.dir, { recursive: true, force: true }); });
+
+test('the tarball holds the wasm, the demo archive, the JS and the types, and nothing else', () => {
+  const files = packed.pack.files.map((f) => f.path).sort();
+  for (const need of ['dist/needle.wasm', 'dist/needle-nosimd.wasm', 'dist/demo.cact', 'js/index.js', 'js/index.d.ts', 'js/worker.js',
+    'js/client.js', 'js/agent.js', 'js/cli.js', 'package.json', 'README.md']) {
+    assert.ok(files.includes(need), `${need} missing from the tarball`);
+  }
+  const stray = files.filter((f) => /^(tests|node_modules|build|src|web|\.ci)\//.test(f) || f === 'dist/tiny.cact');
+  assert.deepEqual(stray, []);
+  assert.ok(files.every((f) => /^(js\/[\w-]+\.(js|d\.ts)|dist\/(needle(-nosimd)?\.wasm|demo\.cact)|package\.json|README\.md)$/.test(f)),
+    `unexpected files: ${files.join(' ')}`);
+  const size = (f) => packed.pack.files.find((x) => x.path === f).size;
+  for (const f of ['dist/needle.wasm', 'dist/needle-nosimd.wasm', 'dist/demo.cact']) {
+    assert.equal(size(f), statSync(join(root, f)).size, f);
+  }
+  // Random weights do not compress: the demo archive is nearly all of the tarball.
+  console.log(`tarball ${(packed.pack.size / 1e6).toFixed(1)} MB, unpacked ${(packed.pack.unpackedSize / 1e6).toFixed(1)} MB, ` +
+    `${files.length} files`);
+});
+
+test('a Node ESM consumer loads the package\'s demo archive, tokenizes and generates', { timeout: 60000 }, async () => {
+  const { stdout } = await run(process.execPath, ['use.mjs'], { cwd: project, timeout: 60000 });
+  const out = JSON.parse(stdout);
+  const installed = pathToFileURL(join(project, 'node_modules/needle-wasm/dist/demo.cact')).href;
+  assert.equal(out.demo, installed, 'DEMO_ARCHIVE_URL must point into the installed package');
+  assert.equal(out.ok, 0);
+  const demoSize = statSync(join(root, 'dist/demo.cact')).size;
+  assert.deepEqual(out.last, { loaded: demoSize, total: demoSize, checked: true });
+  assert.equal(out.local.size, demoSize);
+  assert.equal(out.local.roundTrip, 'turn on the lights');
+  // The installed package computes exactly what this source tree does.
+  const model = await loadModel();
+  try {
+    assert.deepEqual(out.local.ids, model.tokenize('turn on the lights'));
+    const tokens = [];
+    for await (const piece of model.generate('turn on the lights', { maxTokens: 12, temperature: 1.5, seed: 3 })) tokens.push(piece.token);
+    assert.ok(tokens.length > 0);
+    assert.deepEqual(out.local.tokens, tokens);
+    assert.ok(out.local.text.length > 0);
+  } finally {
+    model.free();
+  }
+  // ... and so does the same package in a worker_threads worker.
+  assert.deepEqual(out.remote, { ids: out.local.ids, tokens: out.local.tokens, text: out.local.text });
+});
+
+test('the installed CLI inspects the demo archive: 405 tensors', { timeout: 60000 }, async () => {
+  const { stdout } = await run('npx', ['--offline', '--no-install', 'needle-wasm', 'inspect'], { cwd: project, timeout: 60000 });
+  assert.match(stdout, /^405 tensors, \d+ bytes of tensor data$/m);
+  assert.match(stdout, /^tensorCount: 405$/m);
+});
+
+test('a TypeScript consumer type-checks against the shipped index.d.ts', { timeout: 60000 }, async () => {
+  const tsc = join(root, 'node_modules/typescript/bin/tsc');
+  try {
+    await run(process.execPath, [tsc, '-p', join(project, 'tsconfig.json')], { cwd: project, timeout: 60000 });
+  } catch (error) {
+    assert.fail(`tsc reported:\n${error.stdout}${error.stderr}`);
+  }
+});
