@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds needle-wasm.
-#   ./build.sh          the wasm engine (dist/needle.wasm) and the demo archives
+#   ./build.sh          the wasm engine variants (dist/needle.wasm, dist/needle-relaxed.wasm,
+#                       dist/needle-nosimd.wasm) and the demo archives
 #   ./build.sh native   the same C natively with AddressSanitizer + UBSan, and the
 #                       C unit tests both natively and as WASI modules (build/)
-#   ./build.sh fuzz     the libFuzzer target for the archive loader (build/fuzz_archive)
+#   ./build.sh fuzz     the libFuzzer targets (archive, tokenizer, grammar) in build/
 #   ./build.sh all      everything above
 #   ./build.sh deps     installs the Debian packages the build and tests need (root)
 set -euo pipefail
@@ -24,14 +25,39 @@ host_imports() {
   echo build/host-imports.js
 }
 
-wasm() {
-  mkdir -p dist
-  # Standalone module, no Emscripten JS glue: js/wasm.js instantiates it with one import.
-  emcc $CFLAGS_COMMON -O3 -msimd128 -DND_SIMD128 \
+# One engine module: OUT, then the variant's flags (and sources). Standalone,
+# no Emscripten JS glue: js/wasm.js instantiates it with its two imports.
+engine_module() {
+  local out=$1; shift
+  emcc $CFLAGS_COMMON -O3 "$@" \
     --no-entry -sSTANDALONE_WASM -sALLOW_MEMORY_GROWTH -sINITIAL_MEMORY=4194304 \
     -sTOTAL_STACK=1048576 -sEXPORTED_FUNCTIONS="$EXPORTS" --js-library "$(host_imports)" \
-    $ENGINE_SOURCES $SIMD_SOURCES -o dist/needle.wasm
-  echo "built dist/needle.wasm ($(stat -c %s dist/needle.wasm) bytes)"
+    $ENGINE_SOURCES -o "$out"
+  echo "built $out ($(stat -c %s "$out") bytes)"
+}
+
+# The variants js/wasm.js chooses from with WebAssembly.validate: SIMD128 (the
+# baseline every current browser runs); relaxed SIMD (Chromium 114+), the
+# baseline with i8x16.relaxed_swizzle, which skips the out-of-range fix-up the
+# CQ table lookups never need; and a scalar fallback for hosts without
+# SIMD128 (Safari before 16.4, old Chromium and Firefox).
+wasm() {
+  mkdir -p dist
+  engine_module dist/needle.wasm -msimd128 -DND_SIMD128 $SIMD_SOURCES
+  relaxed_module dist/needle.wasm dist/needle-relaxed.wasm
+  engine_module dist/needle-nosimd.wasm
+  local size; size=$(stat -c %s dist/needle.wasm)
+  if [ "$size" -ge 307200 ]; then echo "dist/needle.wasm is $size bytes, over the 300 KB budget" >&2; exit 1; fi
+}
+
+# A post-link rewrite, not -mrelaxed-simd: Debian's LLVM 14 encodes relaxed
+# instructions with pre-standard opcodes (relaxed_swizzle 0xfd 0xa2 0x01) that
+# no engine accepts. The result must validate where relaxed SIMD is on.
+relaxed_module() {
+  node tools/relax-swizzle.mjs "$1" "$2"
+  node --experimental-wasm-relaxed-simd -e '
+    if (!WebAssembly.validate(require("fs").readFileSync(process.argv[1]))) {
+      console.error(`${process.argv[1]} does not validate with relaxed SIMD on`); process.exit(1); }' "$2"
 }
 
 archives() {
@@ -56,9 +82,11 @@ native() {
 
 fuzz() {
   mkdir -p build
-  clang $CFLAGS_COMMON -g -O1 -fsanitize=fuzzer,address,undefined \
-    tests/fuzz/fuzz_archive.c $ENGINE_SOURCES -lm -o build/fuzz_archive
-  echo "built build/fuzz_archive"
+  for target in tests/fuzz/fuzz_*.c; do
+    clang $CFLAGS_COMMON -g -O1 -fsanitize=fuzzer,address,undefined \
+      "$target" $ENGINE_SOURCES -lm -o "build/$(basename "$target" .c)"
+  done
+  echo "built the fuzz targets in build/"
 }
 
 deps() {
