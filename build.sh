@@ -54,7 +54,7 @@ wasm() {
 # instructions with pre-standard opcodes (relaxed_swizzle 0xfd 0xa2 0x01) that
 # no engine accepts. The result must validate where relaxed SIMD is on.
 relaxed_module() {
-  node tools/relax-swizzle.mjs "$1" "$2"
+  node src/tools/relax-swizzle.mjs "$1" "$2"
   node --experimental-wasm-relaxed-simd -e '
     if (!WebAssembly.validate(require("fs").readFileSync(process.argv[1]))) {
       console.error(`${process.argv[1]} does not validate with relaxed SIMD on`); process.exit(1); }' "$2"

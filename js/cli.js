@@ -5,7 +5,7 @@
 import { parseArgs } from 'node:util';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { loadModel, DEMO_ARCHIVE_URL } from './index.js';
+import { loadModel, DEMO_ARCHIVE_URL, Needle } from './index.js';
 
 const USAGE = `usage: needle-wasm <command> [FILE] [options]
   inspect [FILE] [--json]             geometry and tensor table of an archive
@@ -14,20 +14,24 @@ const USAGE = `usage: needle-wasm <command> [FILE] [options]
   logits [FILE] --ids 2,17,99 [--all] [--window N] [--sinks K] [--exact]
   generate [FILE] --prompt TEXT [--raw] [--max-tokens N] [--temperature T]
            [--top-k K] [--top-p P] [--min-p P] [--repetition-penalty R] [--seed S]
+  complete [FILE] --tools tools.json --query TEXT [--system S] [--seed N] [--temperature T]
+           [--max-tokens N]             one agent turn: prints the envelope JSON
   demo                                generate from the built-in demo archive
   make-demo OUT [--tiny]              write the demo archive (random weights)
+  bench [FILE] [--json] [--quick]     decode/prefill tok/s, stage shares, GEMV GMAC/s, memory
 Without FILE, commands use the built-in demo archive (dist/demo.cact).`;
 
 const OPTIONS = {
-  json: { type: 'boolean' }, all: { type: 'boolean' }, exact: { type: 'boolean' },
+  json: { type: 'boolean' }, quick: { type: 'boolean' }, all: { type: 'boolean' }, exact: { type: 'boolean' },
   raw: { type: 'boolean' }, tiny: { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
   ids: { type: 'string' }, window: { type: 'string' }, sinks: { type: 'string' },
   prompt: { type: 'string' }, 'max-tokens': { type: 'string' }, temperature: { type: 'string' },
   'top-k': { type: 'string' }, 'top-p': { type: 'string' }, 'min-p': { type: 'string' },
   'repetition-penalty': { type: 'string' }, seed: { type: 'string' },
+  tools: { type: 'string' }, query: { type: 'string' }, system: { type: 'string' },
 };
 
-const COMMANDS = { inspect, tokenize, detokenize, logits, generate, demo, 'make-demo': makeDemo };
+const COMMANDS = { inspect, tokenize, detokenize, logits, generate, complete, demo, 'make-demo': makeDemo, bench };
 
 class UsageError extends Error {}
 
@@ -104,10 +108,30 @@ async function generate([file], values) {
   process.stdout.write('\n');
 }
 
+async function complete([file], values) {
+  if (!values.tools || values.query === undefined) throw new UsageError('complete needs --tools FILE and --query TEXT');
+  const { readFile } = await import('node:fs/promises');
+  const tools = JSON.parse(await readFile(values.tools, 'utf8'));
+  if (!Array.isArray(tools)) throw new UsageError(`${values.tools} must hold a JSON array of tools`);
+  const agent = await Needle.create({
+    model: file ?? DEMO_ARCHIVE_URL, tools, system: values.system ?? '',
+    temperature: number(values, 'temperature', 0), seed: number(values, 'seed', 0),
+  });
+  const envelope = await agent.complete(values.query, { maxNewTokens: number(values, 'max-tokens', 256) });
+  console.log(JSON.stringify(envelope));
+}
+
 async function demo() {
   console.log('needle-wasm demo: the built-in archive has random weights, so the text is noise;');
   console.log('load real weights with: needle-wasm generate needle2.cact --prompt "..."\n');
   await generate([], { prompt: 'turn on the kitchen lights', 'max-tokens': '48', temperature: '0.8', seed: '7' });
+}
+
+async function bench([file], values) {
+  const { runBench, formatBench } = await import('./bench.js');
+  const progress = (what) => { if (!values.json) process.stderr.write(`bench: ${what}\n`); };
+  const result = await runBench({ file, quick: !!values.quick, progress });
+  console.log(values.json ? JSON.stringify(result) : formatBench(result));
 }
 
 async function makeDemo([out], values) {

@@ -264,9 +264,10 @@ NEEDLE_API void needle_session_set_profiling(needle_session *session, int on);
 NEEDLE_API uint32_t needle_session_profile(const needle_session *session, double *ms, uint32_t n);
 
 /* Benchmark kernel (bench only): times `iterations` GEMVs y = W x of a random
- * packed CQ matrix [rows, cols] with `group` (bits 2, 3, 4; 1 = ternary) or of
- * a dense f32 matrix (bits 32, nd_f32_gemv; group ignored). Returns the
- * milliseconds taken, or -1 with err filled. */
+ * packed CQ matrix [rows, cols] with `group` (bits 2, 3, 4; 1 = ternary), as
+ * a fast-mode session runs them (tiled where the model tiles), or of a dense
+ * f32 matrix (bits 32, nd_f32_gemv; group ignored). At most 2^26 weights.
+ * Returns the milliseconds taken, or -1 with err filled. */
 NEEDLE_API double needle_bench_gemv(uint32_t bits, uint32_t rows, uint32_t cols, uint32_t group,
                                     uint32_t iterations, needle_error *err);
 

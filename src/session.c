@@ -12,6 +12,7 @@
  * within the chunk, so feeding a sequence at once or token by token gives the
  * same logits up to float summation order.
  */
+#define _POSIX_C_SOURCE 199309L /* clock_gettime for the opt-in stage timers */
 #include "session.h"
 
 #include <math.h>
@@ -20,6 +21,7 @@
 
 #include "fp16.h"
 #include "hadamard.h"
+#include "platform.h"
 
 #define ND_CHUNK 16u /* positions per prefill GEMM: bounds the scratch memory */
 
@@ -29,6 +31,7 @@ struct needle_session {
     const needle_model *model;
     uint32_t window, sinks, position;
     int kv_format;
+    int exact;                    /* exact-float mode: f32 kernels only, no int8 tables */
     uint32_t hdp;                 /* head dim as stored: padded to 64 for CQ KV */
     size_t row_bytes, slot_bytes; /* one K or V head row; every row of one position */
     uint32_t kv_cap, tok_cap, v0_cap;
@@ -45,7 +48,22 @@ struct needle_session {
     /* scratch, one allocation: see session_scratch() */
     float *buf, *x, *nx, *xr, *mpre, *mpost, *mres, *u, *bx, *h, *a, *ek, *ev;
     float *q, *gt, *o, *k, *v, *e, *keep, *rope, *tmp, *qa, *cell;
+    int profiling;                         /* needle_session_set_profiling */
+    double stage_ms[NEEDLE_STAGE_COUNT];   /* per stage; OTHER holds whole feeds */
 };
+
+/* ---- opt-in stage timers (needle_session_profile) ------------------------ */
+
+/* The clock when profiling, else 0 without reading it. */
+static double stage_clock(const needle_session *s) { return s->profiling ? nd_now_ms() : 0; }
+
+/* Adds the time since `since` to `stage`; returns the clock for the next lap. */
+static double stage_lap(needle_session *s, int stage, double since) {
+    if (!s->profiling) return 0;
+    double now = nd_now_ms();
+    s->stage_ms[stage] += now - since;
+    return now;
+}
 
 /* ---- small maths --------------------------------------------------------- */
 
@@ -101,8 +119,7 @@ static const nd_cq *matmul(needle_session *s, const nd_cq *m, const nd_cq *prev,
     uint32_t pad = nd_cq_padded(m);
     if (!prev || prev->group != m->group || prev->cols != m->cols)
         for (uint32_t t = 0; t < T; t++) nd_cq_rotate(m, x + t * stride, s->xr + (size_t)t * pad);
-    if (T == 1) nd_cq_gemv(m, s->xr, y);
-    else nd_cq_gemm(m, s->xr, T, y);
+    nd_cq_matmul(m, s->xr, T, y, !s->exact); /* fast mode: int8 tables on tiled matrices */
     return m;
 }
 
@@ -275,11 +292,13 @@ static void attention_block(needle_session *s, uint32_t li, uint32_t p0, uint32_
     const nd_geometry *g = &s->model->archive.geometry;
     const nd_layer *l = &s->model->layers[li];
     uint32_t d = g->hidden, hd = g->head_dim, qw = g->query_heads * hd, kw = g->kv_heads * hd;
+    double clock = stage_clock(s);
     for (uint32_t t = 0; t < T; t++) zcrms(s->bx + (size_t)t * d, l->norm_in, d, s->h + (size_t)t * d);
     const nd_cq *prev = matmul(s, &l->q, NULL, s->h, d, T, s->q);
     prev = matmul(s, &l->k, prev, s->h, d, T, s->k);
     prev = matmul(s, &l->v, prev, s->h, d, T, s->v);
     matmul(s, &l->gate, prev, s->h, d, T, s->gt);
+    clock = stage_lap(s, NEEDLE_STAGE_ATTN_PROJ, clock);
     for (uint32_t t = 0; t < T; t++) {
         const float *cs = s->rope + (size_t)t * hd;
         for (uint32_t h = 0; h < g->query_heads; h++) {
@@ -300,12 +319,14 @@ static void attention_block(needle_session *s, uint32_t li, uint32_t p0, uint32_
         attend(s, li, p0 + t, s->q + (size_t)t * qw, o);
         for (uint32_t i = 0; i < qw; i++) o[i] *= sigmoidf(s->gt[(size_t)t * qw + i]);
     }
+    clock = stage_lap(s, NEEDLE_STAGE_ATTENTION, clock);
     matmul(s, &l->out, NULL, s->o, qw, T, s->a);
     for (uint32_t t = 0; t < T; t++) {
         float *a = s->a + (size_t)t * d, *bx = s->bx + (size_t)t * d;
         zcrms(a, l->post_norm, d, a);
         for (uint32_t i = 0; i < d; i++) bx[i] += l->attn_gate * a[i];
     }
+    stage_lap(s, NEEDLE_STAGE_ATTN_PROJ, clock);
 }
 
 /* bx += first d of d3 * HN silu(d2 * HN (d1 * pad(zcrms(bx, pre_hada)))). */
@@ -353,7 +374,7 @@ static void engram_gather(needle_session *s, const nd_site *st, const uint32_t *
     const nd_geometry *g = &s->model->archive.geometry;
     for (uint32_t t = 0; t < g->engram_tables; t++) {
         float *row = e + (size_t)t * g->engram_sub;
-        nd_cq_row(&st->tables, t * g->engram_slots + slots[t], row, s->tmp);
+        nd_cq_gather(&st->tables, t * g->engram_slots + slots[t], row, s->tmp);
         for (uint32_t i = 0; i < g->engram_sub; i++) row[i] *= keep[t];
     }
 }
@@ -429,7 +450,7 @@ static void embed(needle_session *s, uint32_t T) {
     float scale = (float)sqrt((double)d);
     for (uint32_t t = 0; t < T; t++) {
         float *x = s->x + (size_t)t * nd;
-        nd_cq_row(&s->model->embedding, (uint32_t)s->ids[t], x, s->tmp);
+        nd_cq_gather(&s->model->embedding, (uint32_t)s->ids[t], x, s->tmp);
         for (uint32_t i = 0; i < d; i++) x[i] *= scale;
         if (s->model->head_count && s->ids[t] != s->model->pad_id) pool_add(s, x);
         for (uint32_t j = 1; j < g->lanes; j++) memcpy(x + (size_t)j * d, x, d * sizeof(float));
@@ -524,22 +545,32 @@ static void forward_chunk(needle_session *s, const int32_t *ids, uint32_t T, flo
             engram_slots(s, p0 + t, s->slots + (size_t)t * g->engram_tables,
                          s->keep + (size_t)t * g->engram_tables);
     rope_table(s, p0, T);
+    double clock = stage_clock(s);
     embed(s, T);
+    stage_lap(s, NEEDLE_STAGE_EMBEDDING, clock);
     for (uint32_t li = 0; li < g->layers; li++) {
         const nd_layer *l = &m->layers[li];
+        clock = stage_clock(s);
         mhc_pre(s, l, li, T);
+        clock = stage_lap(s, NEEDLE_STAGE_MHC, clock);
         if (l->site >= 0) engram_block(s, (uint32_t)l->site, p0, T);
         else memcpy(s->bx, s->u, (size_t)T * g->hidden * sizeof(float));
-        attention_block(s, li, p0, T);
+        stage_lap(s, NEEDLE_STAGE_ENGRAM, clock);
+        attention_block(s, li, p0, T); /* times its own two stages */
+        clock = stage_clock(s);
         mlp_block(s, l, T);
+        clock = stage_lap(s, NEEDLE_STAGE_MLP, clock);
         mhc_post(s, l, li, T);
+        stage_lap(s, NEEDLE_STAGE_MHC, clock);
     }
     s->position = p0 + T;
     if (s->position > s->kv_cap && s->position - s->kv_cap > s->kv_from)
         s->kv_from = s->position - s->kv_cap;
     if (s->position > s->tok_cap && s->position - s->tok_cap > s->tok_from)
         s->tok_from = s->position - s->tok_cap;
+    clock = stage_clock(s);
     if (logits) final_logits(s, all ? 0 : T - 1, T, logits);
+    stage_lap(s, NEEDLE_STAGE_LOGITS, clock);
 }
 
 /* ---- public API --------------------------------------------------------------- */
@@ -559,10 +590,26 @@ int needle_session_feed(needle_session *s, const int32_t *ids, size_t n, float *
         float *out = NULL;
         if (logits && all) out = logits + done * g->vocab;
         else if (logits && done + T == n) out = logits;
+        double clock = stage_clock(s);
         forward_chunk(s, ids + done, T, out, all);
+        stage_lap(s, NEEDLE_STAGE_OTHER, clock); /* whole chunks; the rest is subtracted on reading */
         done += T;
     }
     return NEEDLE_OK;
+}
+
+void needle_session_set_profiling(needle_session *s, int on) {
+    if (!s) return;
+    s->profiling = on != 0;
+    if (on) memset(s->stage_ms, 0, sizeof s->stage_ms);
+}
+
+uint32_t needle_session_profile(const needle_session *s, double *ms, uint32_t n) {
+    double other = s ? s->stage_ms[NEEDLE_STAGE_OTHER] : 0;
+    for (uint32_t i = 0; s && i < NEEDLE_STAGE_OTHER; i++) other -= s->stage_ms[i];
+    for (uint32_t i = 0; ms && i < n && i < NEEDLE_STAGE_COUNT; i++)
+        ms[i] = !s ? 0 : i == NEEDLE_STAGE_OTHER ? (other > 0 ? other : 0) : s->stage_ms[i];
+    return NEEDLE_STAGE_COUNT;
 }
 
 uint32_t needle_session_position(const needle_session *s) { return s ? s->position : 0; }
@@ -729,6 +776,7 @@ needle_session *needle_session_new(const needle_model *model, uint32_t window, u
     s->window = window ? window : model->window;
     s->sinks = sinks;
     s->kv_format = exact ? KV_F32 : KV_I8;
+    s->exact = exact != 0;
     if (session_alloc(s, err)) { needle_session_free(s); return NULL; }
     return s;
 }

@@ -1,0 +1,338 @@
+// bench.js: the numbers behind "how fast is it" (`needle-wasm bench`, `npm
+// run bench`). On one archive (default: the demo archive, released geometry
+// with random weights) it measures decode and prefill tokens/s, the share of
+// each forward stage in a decode step (needle_session_profile), GEMV GMAC/s of
+// every CQ width against the dense f32 GEMV (needle_bench_gemv), the wasm
+// memory high-water mark of a 1,000-token conversation, grammar-mask latency
+// and the module sizes. A figure this host cannot measure is null and
+// `host.nulls` says why. `quick` runs the same code on the tiny archive with
+// minimal repetitions: a smoke run of seconds for the tests, not a measurement.
+
+import { readFile, stat } from 'node:fs/promises';
+import os from 'node:os';
+import { Model } from './model.js';
+import { VARIANTS, chooseVariant, detectFeatures, defaultVariant, variantUrl } from './wasm.js';
+
+const DEMO = new URL('../dist/demo.cact', import.meta.url);
+const TINY = new URL('../dist/tiny.cact', import.meta.url);
+
+export const CONTEXTS = [64, 256, 1000];
+export const PROMPTS = [128, 512];
+export const GEMV_SHAPES = [[512, 512], [256, 512], [8192, 512]];
+export const GEMV_WIDTHS = { cq2: 2, cq3: 3, cq4: 4, ternary: 1 }; // needle_bench_gemv bits
+export const STAGES = ['embedding', 'mhc', 'engram', 'attn_proj', 'attention', 'mlp_fwht', 'logits', 'other'];
+const F32_BITS = 32;
+const GEMV_GROUP = 128; // the released archive's weight group
+const THREADS_REASON = 'threads are not implemented yet: the engine runs one thread';
+
+const FULL = { decodeSteps: 16, decodeRuns: 3, prefillRuns: 3, gemvMs: 40, gemvRuns: 3, masks: 300 };
+const QUICK = { decodeSteps: 2, decodeRuns: 1, prefillRuns: 1, gemvMs: 1, gemvRuns: 1, masks: 20 };
+
+const TOOLS = JSON.stringify([
+  { name: 'set_light', description: 'Turn a light on or off', parameters: { type: 'object',
+    properties: { room: { type: 'string' }, on: { type: 'boolean' }, level: { type: 'integer' } },
+    required: ['room', 'on'] } },
+  { name: 'play_music', description: 'Play music', parameters: { type: 'object',
+    properties: { genre: { type: 'string', enum: ['jazz', 'rock', 'classical'] }, volume: { type: 'number' } },
+    required: ['genre'] } },
+]);
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+const quantile = (xs, q) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.ceil(q * s.length) - 1)];
+};
+const round = (x, digits = 2) => (x === null ? null : Number(x.toFixed(digits)));
+
+/** n token ids in [4, vocabulary): deterministic, no special tokens. */
+function tokenIds(n, vocabulary, seed) {
+  let s = seed >>> 0 || 1;
+  return Array.from({ length: n }, () => {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    return 4 + (s % (vocabulary - 4));
+  });
+}
+
+function rewind(session, position) {
+  const { engine } = session.model;
+  engine.check(engine.x.needle_session_rewind(session.handle, position, engine.err));
+}
+
+/** Runs the hot paths once: V8 first runs a new module's functions from a
+ *  baseline compile and optimises them once they are hot, in the background. */
+function warmUp(model) {
+  const session = model.session();
+  try {
+    session.feed(tokenIds(32, model.vocabulary, 3));
+    for (const id of tokenIds(8, model.vocabulary, 5)) session.feed([id]);
+  } finally {
+    session.free();
+  }
+}
+
+/** Median decode tok/s after a prompt of `context` tokens; optionally the
+ *  per-stage milliseconds of the timed steps. */
+function decodeAt(model, context, opts, profile) {
+  const session = model.session();
+  try {
+    session.feed(tokenIds(context, model.vocabulary, context));
+    const steps = tokenIds(opts.decodeSteps, model.vocabulary, 7);
+    const { x } = model.engine;
+    const rates = [];
+    for (let run = 0; run < opts.decodeRuns; run++) {
+      if (profile) x.needle_session_set_profiling(session.handle, 1);
+      const t0 = performance.now();
+      for (const id of steps) session.feed([id]); // logits copied out, as generate() does
+      rates.push(steps.length / ((performance.now() - t0) / 1000));
+      if (profile) profile.push(readProfile(model, session));
+      rewind(session, context);
+    }
+    return median(rates);
+  } finally {
+    session.free();
+  }
+}
+
+function readProfile(model, session) {
+  const { engine } = model;
+  const n = STAGES.length;
+  const ptr = engine.malloc(n * 8);
+  try {
+    const count = engine.x.needle_session_profile(session.handle, ptr, n);
+    if (count !== n) throw new Error(`the engine reports ${count} stages, the bench knows ${n}`);
+    return Array.from(new Float64Array(engine.memory.buffer, ptr, n));
+  } finally {
+    engine.x.free(ptr);
+  }
+}
+
+function prefillTps(model, length, opts) {
+  const ids = tokenIds(length, model.vocabulary, length + 1);
+  const rates = [];
+  for (let run = 0; run < opts.prefillRuns; run++) {
+    const session = model.session();
+    try {
+      const t0 = performance.now();
+      session.feed(ids);
+      rates.push(length / ((performance.now() - t0) / 1000));
+    } finally {
+      session.free();
+    }
+  }
+  return median(rates);
+}
+
+/** GMAC/s of one kernel and shape: calibrated to about opts.gemvMs per run. */
+function gemvGmacs(engine, bits, rows, cols, opts) {
+  const time = (iterations) => {
+    const ms = engine.x.needle_bench_gemv(bits, rows, cols, GEMV_GROUP, iterations, engine.err);
+    if (ms < 0) throw engine.lastError();
+    return ms;
+  };
+  const once = Math.max(time(1), 1e-3); // also the warm-up
+  const iterations = Math.max(1, Math.round(opts.gemvMs / once));
+  const rates = [];
+  for (let run = 0; run < opts.gemvRuns; run++) {
+    rates.push((rows * cols * iterations) / (Math.max(time(iterations), 1e-3) * 1e6));
+  }
+  return median(rates);
+}
+
+function gemvTable(engine, opts) {
+  const gmacs = {};
+  for (const [name, bits] of [...Object.entries(GEMV_WIDTHS), ['f32', F32_BITS]]) {
+    gmacs[name] = Object.fromEntries(GEMV_SHAPES.map(([r, c]) =>
+      [`${r}x${c}`, round(gemvGmacs(engine, bits, r, c, opts), 3)]));
+  }
+  const speedup = {};
+  for (const name of Object.keys(GEMV_WIDTHS)) {
+    speedup[name] = Object.fromEntries(Object.keys(gmacs.f32).map((shape) =>
+      [shape, round(gmacs[name][shape] / gmacs.f32[shape], 3)]));
+  }
+  return { gmacs, speedup };
+}
+
+/** Grammar-mask latency in microseconds over random logits, or a reason. */
+function maskLatency(model, opts) {
+  const { engine } = model;
+  const { x } = engine;
+  if (typeof x.needle_grammar_mask !== 'function') return { reason: 'needle_grammar_mask is not in the engine build' };
+  const end = model.pieceId('</tool_call>');
+  if (end < 0) return { reason: 'the archive tokenizer has no </tool_call> piece' };
+  const grammar = engine.withString(TOOLS, (ptr, len) => x.needle_grammar_new(model.tokenizer, ptr, len, end, engine.err));
+  if (!grammar) return { reason: `needle_grammar_new failed: ${engine.lastError().message}` };
+  const V = model.vocabulary;
+  const logits = engine.malloc(V * 4);
+  const random = new Float32Array(V);
+  let seed = 12345;
+  const times = [];
+  try {
+    while (times.length < opts.masks) {
+      for (let i = 0; i < V; i++) { seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0; random[i] = seed / 2 ** 32; }
+      engine.f32(logits, V).set(random);
+      const t0 = performance.now();
+      const allowed = x.needle_grammar_mask(grammar, logits);
+      times.push((performance.now() - t0) * 1000);
+      if (!allowed) return { reason: 'the grammar reached a dead end (a grammar bug)' };
+      const view = engine.f32(logits, V);
+      let best = 0;
+      for (let i = 1; i < V; i++) if (view[i] > view[best]) best = i;
+      engine.check(x.needle_grammar_accept(grammar, best, engine.err));
+      if (x.needle_grammar_done(grammar)) x.needle_grammar_reset(grammar);
+    }
+  } finally {
+    engine.x.free(logits);
+    x.needle_grammar_free(grammar);
+  }
+  return { median: median(times), p99: quantile(times, 0.99), count: times.length };
+}
+
+/** Decode tok/s at 64 tokens of context of every other shipped, built variant
+ *  this host runs (the same code without SIMD, for instance). */
+async function otherVariants(bytes, chosen, features, opts) {
+  const rates = {};
+  for (const [name, variant] of Object.entries(VARIANTS)) {
+    if (name === chosen || !variant.shipped) continue;
+    try { chooseVariant(features, name); } catch { continue; } // the host cannot run it
+    if (!(await stat(variantUrl(name)).catch(() => null))) continue;
+    const model = await Model.fromBytes(bytes, { wasm: name });
+    warmUp(model);
+    // One short run: a scalar build is many times slower, and this is a comparison only.
+    const short = { ...opts, decodeRuns: 1, decodeSteps: Math.min(opts.decodeSteps, 8) };
+    try { rates[name] = round(decodeAt(model, 64, short)); } finally { model.free(); }
+  }
+  return rates;
+}
+
+async function wasmSizes() {
+  const sizes = {};
+  for (const variant of Object.values(VARIANTS)) {
+    const st = await stat(new URL(variant.file, variantUrl('simd'))).catch(() => null);
+    if (variant.shipped && st) sizes[variant.file] = st.size;
+  }
+  return sizes;
+}
+
+function host(variant, features) {
+  return {
+    node: process.version, v8: process.versions.v8, cpu: os.cpus()[0]?.model ?? 'unknown',
+    cores: os.cpus().length, platform: `${os.platform()} ${os.arch()}`, threads_used: 1,
+    load_average: os.loadavg().map((l) => round(l)), // other work on the machine skews every figure
+    variant, features,
+  };
+}
+
+/** Runs the benchmark; returns the result object (see the file comment).
+ *  progress(text) is told what runs next. */
+export async function runBench({ file, quick = false, progress = () => {} } = {}) {
+  const opts = quick ? QUICK : FULL;
+  const source = file ?? (quick ? TINY : DEMO);
+  const started = performance.now();
+  const bytes = new Uint8Array(await readFile(source));
+  const variant = defaultVariant();
+  const features = detectFeatures();
+  const model = await Model.fromBytes(bytes, { wasm: variant });
+  const nulls = {};
+  try {
+    progress('warm-up');
+    warmUp(model);
+    // First, in a fresh engine, so the high-water mark is the conversation's own.
+    progress('decode at 1000 tokens of context');
+    const decode = {};
+    decode.ctx1000 = decodeAt(model, 1000, opts);
+    const peakMemoryMb = model.peakMemoryBytes / 2 ** 20;
+    const profile = [];
+    for (const ctx of CONTEXTS.filter((c) => c !== 1000)) {
+      progress(`decode at ${ctx} tokens of context`);
+      decode[`ctx${ctx}`] = decodeAt(model, ctx, opts, ctx === 256 ? profile : null);
+    }
+    const decodeTps = {};
+    for (const ctx of CONTEXTS) {
+      decodeTps[`ctx${ctx}`] = { t1: round(decode[`ctx${ctx}`]), t2: null };
+      nulls[`decode_tps.ctx${ctx}.t2`] = THREADS_REASON;
+    }
+    const prefill = {};
+    for (const n of PROMPTS) {
+      progress(`prefill of ${n} tokens`);
+      prefill[`p${n}`] = { t1: round(prefillTps(model, n, opts)), t2: null };
+      nulls[`prefill_tps.p${n}.t2`] = THREADS_REASON;
+    }
+    const stageMs = STAGES.map((_, i) => profile.reduce((sum, run) => sum + run[i], 0));
+    const total = stageMs.reduce((a, b) => a + b, 0);
+    const stageShare = Object.fromEntries(STAGES.map((name, i) => [name, round(stageMs[i] / total, 4)]));
+    const stepMs = Object.fromEntries(STAGES.map((name, i) =>
+      [name, round(stageMs[i] / (profile.length * opts.decodeSteps), 4)]));
+    progress('GEMV kernels');
+    const gemv = gemvTable(model.engine, opts);
+    progress('grammar masks');
+    const mask = maskLatency(model, opts);
+    if (mask.reason) nulls.mask_us_median = nulls.mask_us_p99 = mask.reason;
+    progress('other engine variants');
+    const variants = { [variant]: decodeTps.ctx64.t1, ...(await otherVariants(bytes, variant, features, opts)) };
+    const geometry = ['vocabulary', 'hidden', 'layers', 'lanes', 'kvWindow', 'kvBits']
+      .map((f) => [f, model.geometry(f)]);
+    return {
+      decode_tps: decodeTps,
+      prefill_tps: prefill,
+      stage_share: stageShare,
+      stage_ms_per_token: stepMs,
+      gemv_gmacs: gemv.gmacs,
+      gemv_speedup_vs_f32: gemv.speedup,
+      peak_memory_mb: round(peakMemoryMb, 1),
+      mask_us_median: mask.reason ? null : round(mask.median, 1),
+      mask_us_p99: mask.reason ? null : round(mask.p99, 1),
+      wasm_bytes: await wasmSizes(),
+      decode_tps_ctx64_by_variant: variants,
+      host: {
+        ...host(variant, features), nulls, quick,
+        archive: { file: String(source instanceof URL ? source.pathname : source), ...Object.fromEntries(geometry) },
+        method: {
+          decode: `median of ${opts.decodeRuns} runs of ${opts.decodeSteps} single-token feeds with logits`,
+          stage_share: 'decode steps at 256 tokens of context, needle_session_profile',
+          gemv: `needle_bench_gemv, group ${GEMV_GROUP}, activation rotated outside the timing`,
+          peak_memory: 'wasm memory high-water mark after a 1000-token prompt and decode steps',
+          mask: `${mask.count ?? 0} masks over random logits on a two-tool grammar`,
+        },
+        duration_s: round((performance.now() - started) / 1000, 1),
+      },
+    };
+  } finally {
+    model.free();
+  }
+}
+
+const num = (v, w = 9) => (v === null || v === undefined ? 'n/a' : String(v)).padStart(w);
+
+/** The human-readable table of a result. */
+export function formatBench(r) {
+  const h = r.host;
+  const lines = [
+    `needle-wasm bench: ${h.archive.file} (${h.quick ? 'QUICK smoke run, not a measurement' : 'full'})`,
+    `host: node ${h.node} (V8 ${h.v8}), ${h.cpu}, ${h.cores} cores, ${h.threads_used} thread, engine variant ${h.variant}`,
+    '',
+    `decode tok/s        ${num('1 thread', 10)} ${num('2 threads', 10)}`,
+    ...Object.entries(r.decode_tps).map(([k, v]) => `  context ${k.slice(3).padEnd(10)} ${num(v.t1, 10)} ${num(v.t2, 10)}`),
+    'prefill tok/s',
+    ...Object.entries(r.prefill_tps).map(([k, v]) => `  prompt ${k.slice(1).padEnd(11)} ${num(v.t1, 10)} ${num(v.t2, 10)}`),
+    '',
+    'decode step by stage (context 256)   share   ms/token',
+    ...Object.entries(r.stage_share).map(([k, v]) =>
+      `  ${k.padEnd(32)} ${num(`${(v * 100).toFixed(1)}%`, 7)} ${num(r.stage_ms_per_token[k], 10)}`),
+    '',
+    `GEMV GMAC/s (x f32) ${Object.keys(r.gemv_gmacs.f32).map((s) => s.padStart(18)).join('')}`,
+    ...Object.entries(r.gemv_gmacs).map(([k, v]) => `  ${k.padEnd(17)} ${Object.entries(v).map(([s, g]) =>
+      `${g.toFixed(2)}${r.gemv_speedup_vs_f32[k] ? ` (x${r.gemv_speedup_vs_f32[k][s].toFixed(2)})` : ''}`.padStart(18)).join('')}`),
+    '',
+    `peak wasm memory, 1000-token conversation: ${r.peak_memory_mb} MB`,
+    `grammar mask: median ${num(r.mask_us_median, 0)} us, p99 ${num(r.mask_us_p99, 0)} us`,
+    `wasm modules: ${Object.entries(r.wasm_bytes).map(([f, b]) => `${f} ${b} bytes`).join(', ')}`,
+    `decode tok/s at context 64 by engine variant: ${Object.entries(r.decode_tps_ctx64_by_variant)
+      .map(([v, tps]) => `${v} ${tps}`).join(', ')}`,
+  ];
+  for (const [what, why] of Object.entries(h.nulls)) lines.push(`n/a ${what}: ${why}`);
+  lines.push(`(${h.duration_s} s)`);
+  return lines.join('\n');
+}
