@@ -14,6 +14,7 @@ import { streamArchive } from './load.js';
 export { Model, Session } from './model.js';
 export { NeedleError, STATUS } from './engine.js';
 export { ARCHIVE_CACHE } from './load.js';
+export { Needle, tool } from './agent.js';
 
 /** The built-in demo archive (random weights in the released geometry). */
 export const DEMO_ARCHIVE_URL = new URL('../dist/demo.cact', import.meta.url);

@@ -4,6 +4,7 @@
 import { Engine, NeedleError, STATUS } from './engine.js';
 
 const SPECIAL = { pad: 0, eos: 1, bos: 2, unknown: 3 };
+const LOAD_REPACK = 1; // NEEDLE_LOAD_REPACK in src/needle.h
 
 export class Model {
   /** bytes: Uint8Array of a .cact archive. */
@@ -15,7 +16,9 @@ export class Model {
   /** An archive already in engine memory at ptr (js/load.js streams it
    *  there); the model takes ownership of ptr, also when this throws. */
   static fromMemory(engine, ptr, size) {
-    const handle = engine.x.needle_model_load(ptr, size, engine.err);
+    // NEEDLE_LOAD_REPACK: the engine owns these bytes and tiles the weights in
+    // place for its integer kernels (they are no longer an archive afterwards).
+    const handle = engine.x.needle_model_load_ex(ptr, size, LOAD_REPACK, engine.err);
     if (!handle) {
       const error = engine.lastError(STATUS.FORMAT);
       engine.x.free(ptr);

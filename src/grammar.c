@@ -593,6 +593,7 @@ typedef struct {
     int32_t *kids;      /* OBJ: value node per key; ALT: alternatives */
     uint32_t nkids;
     uint64_t required;  /* OBJ: bits of required keys */
+    uint64_t leading;   /* OBJ: keys that must all come before any other */
     nd_dfa *dfa;        /* STR */
     uint32_t minlen, maxlen;
     int F;              /* NUM: fraction digits; bounds/multiple scaled by 10^F */
@@ -1234,7 +1235,8 @@ static int build_graph(graph *gr, const nd_jv *tools, needle_error *err) {
         }
         vs[0] = args, vs[1] = nameid;
         gnode *o = &gr->v[obj];
-        o->lits = ks, o->nlits = 2, o->kids = vs, o->nkids = 2, o->required = 3;
+        /* The model was trained on {"name":..,"arguments":..}: the name comes first. */
+        o->lits = ks, o->nlits = 2, o->kids = vs, o->nkids = 2, o->required = 3, o->leading = 2;
         if (!ks[0].s || !ks[1].s) { rc = nd_fail(err, NEEDLE_E_NOMEM, "grammar: out of memory"); goto out; }
         calls[i] = obj;
     }
@@ -1697,25 +1699,31 @@ static void run_arr(needle_grammar *g, frame w, int b, heads *o) {
     }
 }
 
+/* Keys that may come next: the leading ones first, then any unseen key. */
+static uint64_t open_keys(const gnode *n, uint64_t seen) {
+    uint64_t lead = n->leading & ~seen;
+    return lead ? lead : range_mask(0, n->nlits) & ~seen;
+}
+
 static void run_obj(needle_grammar *g, frame w, int b, heads *o) {
     const gnode *n = &g->gr.v[w.node];
-    uint64_t all = range_mask(0, n->nlits), seen = (uint64_t)w.x;
+    uint64_t seen = (uint64_t)w.x, open = open_keys(n, seen);
     switch (w.ph) {
     case O_OPEN: if (b == '{') { w.ph = O_FIRST; emit(g, &w, o); } return;
     case O_AFTER:
-        if (b == ',' && (all & ~seen)) { w.ph = O_KEYSTART; emit(g, &w, o); }
+        if (b == ',' && open) { w.ph = O_KEYSTART; emit(g, &w, o); }
         if (b == '}' && !(n->required & ~seen)) finish(g, &w, 1, b, o);
         return;
     case O_FIRST:
         if (b == '}' && !n->required) { finish(g, &w, 1, b, o); return; }
         /* fall through - a key may start here too */
     case O_KEYSTART:
-        if (b == '"' && (all & ~seen)) { w.ph = O_KEY, w.a = 0, w.b = (int32_t)n->nlits, w.c = 1; emit(g, &w, o); }
+        if (b == '"' && open) { w.ph = O_KEY, w.a = 0, w.b = (int32_t)n->nlits, w.c = 1; emit(g, &w, o); }
         return;
     case O_KEY: {
         uint32_t i, j;
         narrow(n->lits, (uint32_t)w.a, (uint32_t)w.b, (uint32_t)w.c, b, &i, &j);
-        if (i >= j || !(range_mask(i, j) & ~seen)) return;
+        if (i >= j || !(range_mask(i, j) & open)) return;
         w.a = (int32_t)i, w.b = (int32_t)j, w.c++;
         if (n->lits[i].n == (size_t)w.c) w.y = i, w.ph = O_COLON; /* a quoted key ends only itself */
         emit(g, &w, o);

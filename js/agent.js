@@ -1,0 +1,271 @@
+// The agent API: text in, a valid tool call out (spec section 8). A thin
+// wrapper of the engine's needle_agent_*: turns, grammar, confidence and
+// retrieval all run in C; this file marshals strings and runs JS tools.
+//
+//   const agent = await Needle.create({ model: 'needle2.cact', tools: [setLight], system: 'date: 2026-07-21' });
+//   const r = await agent.complete('dim the kitchen to 10');   // the envelope
+//
+// This Needle runs in the calling thread over a Model. The worker imports it
+// too (js/worker.js), so it imports no index.js or client.js: the package's
+// Needle (index.js) extends it to run in a Web Worker by default in pages,
+// and over a worker model it becomes a WorkerNeedle (client.js).
+
+import { Engine, NeedleError, STATUS } from './engine.js';
+import { Model } from './model.js';
+import { streamArchive } from './load.js';
+
+const TURN = { auto: 0, query: 1, tool_result: 2 };
+const STEP = { done: 0, reasoning: 1, call: 2, marker: 3, failed: -1 };
+const PIECE_BYTES = 256;
+
+/** Lets queued events (an abort, a worker message, a click) run between
+ *  tokens: a macrotask, not a microtask, and not setTimeout, which browsers
+ *  clamp to 4 ms once nested. */
+export const nextTask = typeof setImmediate === 'function'
+  ? () => new Promise((resolve) => setImmediate(resolve))
+  : (() => {
+      const channel = new MessageChannel();
+      const waiting = [];
+      channel.port1.onmessage = () => waiting.shift()?.();
+      return () => new Promise((resolve) => { waiting.push(resolve); channel.port2.postMessage(0); });
+    })();
+
+/** Attaches a schema to a JS function so an agent can declare and run it.
+ *  schema: { name?, description?, parameters } or a bare JSON Schema. */
+export function tool(fn, schema = {}) {
+  const declared = schema.parameters ? schema : { parameters: schema };
+  const description = declared.description ?? '';
+  fn.tool = {
+    name: declared.name ?? fn.name,
+    ...(description ? { description } : {}),
+    parameters: declared.parameters,
+  };
+  return fn;
+}
+
+/** A tools entry as its plain JSON declaration (what crosses to a worker). */
+export function declaration(entry) {
+  if (typeof entry === 'function') {
+    if (!entry.tool) throw new TypeError(`tool function ${entry.name || '(anonymous)'} has no schema: wrap it with tool(fn, schema)`);
+    return entry.tool;
+  }
+  return entry;
+}
+
+/** name -> JS function of the tools made with tool(). */
+export function toolFunctions(tools) {
+  return new Map(tools.filter((t) => typeof t === 'function').map((fn) => [fn.tool?.name, fn]));
+}
+
+/** The options Needle.create passes on to the engine's sampler. */
+export function samplingOf({ temperature, topK, topP, minP, repetitionPenalty, seed }) {
+  const out = { temperature, topK, topP, minP, repetitionPenalty, seed };
+  for (const key of Object.keys(out)) if (out[key] === undefined) delete out[key];
+  return out;
+}
+
+/**
+ * Needle.run over any agent with complete(): completes a query, runs the JS
+ * tool functions it calls (here, in the caller's thread) and feeds their
+ * results back until the model responds (or maxTurns). Returns the last
+ * envelope with `results`: [{ name, arguments, result }] of every call run.
+ */
+export async function runTools(agent, functions, query, { maxTurns = 4, ...options } = {}) {
+  const results = [];
+  let envelope = await agent.complete(query, { ...options, kind: 'query' });
+  for (let turn = 1; envelope.success && envelope.type === 'call' && envelope.function_calls.length; turn++) {
+    if (turn > maxTurns) break;
+    const outputs = [];
+    for (const call of envelope.function_calls) {
+      const fn = functions.get(call.name);
+      if (!fn) throw new NeedleError(`the model called "${call.name}", which has no JS function`, 'UNKNOWN_TOOL');
+      let result;
+      try {
+        result = await fn(call.arguments);
+      } catch (cause) {
+        // The conversation keeps the call; the caller may complete() a result itself.
+        const error = new NeedleError(`tool "${call.name}" threw: ${cause?.message ?? cause}`, 'TOOL_FAILED');
+        error.cause = cause;
+        throw error;
+      }
+      outputs.push(result ?? null);
+      results.push({ name: call.name, arguments: call.arguments, result: result ?? null });
+    }
+    // One call feeds its result back; several feed the array of results in call order.
+    envelope = await agent.complete(outputs.length === 1 ? outputs[0] : outputs, { ...options, kind: 'tool_result' });
+  }
+  return { ...envelope, results };
+}
+
+/** Loads a source in this thread (index.js's loadModelInThread, which this
+ *  file may not import: see the top). */
+async function loadInThread(source, options = {}) {
+  const engine = await Engine.create(options.wasm);
+  const { value: model, ...report } = await streamArchive(engine, source, options,
+    (ptr, size) => Model.fromMemory(engine, ptr, size));
+  model.source = report;
+  return model;
+}
+
+export class Needle {
+  /** options: model (Model, or a source loaded in this thread with options.load),
+   *  tools, system, and sampling (temperature, topK, topP, minP, repetitionPenalty, seed). */
+  static async create({ model, tools = [], system = '', load, ...sampling } = {}) {
+    const owned = !(model instanceof Model);
+    const loaded = owned ? await loadInThread(model ?? new URL('../dist/demo.cact', import.meta.url), load) : model;
+    try {
+      const agent = new Needle(loaded, tools, system, samplingOf(sampling));
+      agent.ownsModel = owned;
+      agent.init();
+      return agent;
+    } catch (error) {
+      if (owned) loaded.free();
+      throw error;
+    }
+  }
+
+  constructor(model, tools, system, sampling) {
+    this.model = model;
+    this.engine = model.engine;
+    this.functions = toolFunctions(tools);
+    this.declarations = tools.map(declaration);
+    this.system = system;
+    this.sampling = sampling;
+    this.ownsModel = false;
+    this.busy = false;
+    const { engine } = this;
+    this.handle = engine.x.needle_agent_new(model.handle, engine.err);
+    if (!this.handle) throw engine.lastError(STATUS.NOMEM);
+    this.piece = engine.malloc(PIECE_BYTES);
+    this.pieceLength = engine.malloc(8);
+  }
+
+  init() {
+    const { engine } = this;
+    try {
+      for (const decl of this.declarations) {
+        engine.withString(JSON.stringify(decl), (ptr, len) => engine.check(engine.x.needle_agent_add_tool(this.handle, ptr, len, engine.err)));
+      }
+      const { temperature = 0, topK = 0, topP = 1, minP = 0, repetitionPenalty = 1, seed = 0 } = this.sampling;
+      engine.x.needle_agent_set_sampling(this.handle, temperature, topK, topP, minP, repetitionPenalty, seed >>> 0);
+      engine.withString(this.system, (ptr, len) => engine.check(engine.x.needle_agent_init(this.handle, ptr, len, engine.err)));
+    } catch (error) {
+      this.free();
+      throw error;
+    }
+  }
+
+  /** Throws unless the agent is free and idle: one turn at a time. */
+  claim(what) {
+    if (!this.handle) throw new NeedleError('this agent was freed', STATUS.ARGUMENT);
+    if (this.busy) throw new NeedleError(`cannot ${what} while a turn is running: await it or abort it first`, STATUS.ARGUMENT);
+  }
+
+  /**
+   * Runs one turn and returns the envelope. text: a query, or (after a call)
+   * a tool result (any JSON value). options: maxNewTokens, signal, kind
+   * ('query' | 'tool_result'), onToken({ kind: 'reasoning'|'call'|'marker', text }).
+   */
+  async complete(text, { maxNewTokens = 256, signal, kind = 'auto', onToken } = {}) {
+    this.claim('complete');
+    const { engine } = this;
+    if (!(kind in TURN)) throw new TypeError(`kind must be "query" or "tool_result", got "${kind}"`);
+    const input = typeof text === 'string' && kind !== 'tool_result' ? text : JSON.stringify(text);
+    const status = engine.withString(input, (ptr, len) =>
+      engine.x.needle_agent_begin(this.handle, ptr, len, TURN[kind], maxNewTokens, engine.err));
+    if (status !== STATUS.OK) return failedEnvelope(engine.lastError(status));
+    this.busy = true;
+    try {
+      for (;;) {
+        if (!this.handle) throw new NeedleError('this agent was freed during the turn', STATUS.ABORTED);
+        if (signal?.aborted) {
+          engine.x.needle_agent_abort(this.handle);
+          break;
+        }
+        const step = engine.x.needle_agent_step(this.handle, this.piece, PIECE_BYTES, this.pieceLength);
+        if (step === STEP.done || step === STEP.failed) break;
+        const length = new DataView(engine.memory.buffer).getUint32(this.pieceLength, true);
+        const piece = engine.readString(this.piece, length);
+        if (onToken && piece) onToken({ kind: step === STEP.reasoning ? 'reasoning' : step === STEP.call ? 'call' : 'marker', text: piece });
+        await nextTask(); // let abort signals, worker messages and UI events in
+      }
+    } catch (error) {
+      if (this.handle) engine.x.needle_agent_abort(this.handle); // an onToken callback threw: undo the turn
+      throw error;
+    } finally {
+      this.busy = false;
+    }
+    return this.envelope();
+  }
+
+  envelope() {
+    const { engine } = this;
+    const n = engine.x.needle_agent_envelope(this.handle, 0, 0);
+    const out = engine.malloc(n + 1);
+    try {
+      engine.x.needle_agent_envelope(this.handle, out, n + 1);
+      return JSON.parse(engine.readString(out, n));
+    } finally {
+      engine.x.free(out);
+    }
+  }
+
+  /** See runTools: the JS tools run in this thread. */
+  run(query, options) { return runTools(this, this.functions, query, options); }
+
+  /** One-tool extraction: the arguments the model fills for `schema` from text. */
+  async extract(text, schema, { name = 'extract', description = 'Extract the fields from the text.', ...options } = {}) {
+    if (!this.handle) throw new NeedleError('this agent was freed', STATUS.ARGUMENT);
+    const extractor = new Needle(this.model, [{ name, description, parameters: schema }], this.system, this.sampling);
+    try {
+      extractor.init();
+      const envelope = await extractor.complete(text, { ...options, kind: 'query' });
+      if (!envelope.success) {
+        const error = new NeedleError(envelope.error, envelope.error_code);
+        if (envelope.error_code === STATUS.ABORTED) error.name = 'AbortError';
+        throw error;
+      }
+      return envelope.function_calls[0]?.arguments ?? null;
+    } finally {
+      extractor.free();
+    }
+  }
+
+  /** The tools JSON rendered into the prompt now (5 at most with retrieval). */
+  renderedTools() {
+    const { engine } = this;
+    const n = engine.x.needle_agent_rendered_tools(this.handle, 0, 0);
+    const out = engine.malloc(n + 1);
+    try {
+      engine.x.needle_agent_rendered_tools(this.handle, out, n + 1);
+      return JSON.parse(engine.readString(out, n));
+    } finally {
+      engine.x.free(out);
+    }
+  }
+
+  /** Tokens the last turn prefilled. */
+  get prefillCount() { return this.engine.x.needle_agent_prefill_count(this.handle); }
+
+  reset() {
+    this.claim('reset');
+    this.engine.check(this.engine.x.needle_agent_reset(this.handle, this.engine.err));
+  }
+
+  /** Releases the agent, and the model too when create() loaded it. */
+  free() {
+    if (!this.handle) return;
+    this.engine.x.needle_agent_free(this.handle);
+    this.engine.x.free(this.piece);
+    this.engine.x.free(this.pieceLength);
+    this.handle = 0;
+    if (this.ownsModel) this.model.free();
+  }
+}
+
+function failedEnvelope(error) {
+  return {
+    type: 'call', success: false, error: error.message, error_code: error.code, function_calls: [],
+    reasoning: '', confidence: null, prefill_tps: 0, decode_tps: 0, peak_ram_mb: 0,
+  };
+}
