@@ -7,10 +7,23 @@
  *   needle_error err;
  *   needle_model *model = needle_model_load(bytes, size, &err);
  *   if (!model) { fprintf(stderr, "%s\n", err.message); return err.code; }
- *   int32_t ids[256]; size_t n;
- *   needle_tokenize(model, "hello", 5, ids, 256, &n, &err);
+ *   const needle_tokenizer *tok = needle_model_tokenizer(model);
+ *   uint32_t vocab = needle_tokenizer_size(tok);
+ *   int32_t ids[256] = {needle_tokenizer_special(tok, 2)};   // BOS
+ *   size_t n;
+ *   needle_tokenize(tok, "hello", 5, ids + 1, 255, &n, &err);
+ *   needle_session *s = needle_session_new(model, 0, 0, 0, &err);
+ *   float *logits = malloc(sizeof(float) * vocab);
+ *   needle_session_feed(s, ids, n + 1, logits, 0, &err);      // prefill
+ *   needle_sampler *sampler = needle_sampler_new(vocab, 0.7f, 40, 0.9f, 0, 1, 42);
+ *   int32_t next = needle_sampler_sample(sampler, logits, ids, n + 1);
+ *   needle_session_feed(s, &next, 1, logits, 0, &err);         // decode one token
  *   ...
+ *   needle_sampler_free(sampler); needle_session_free(s);
  *   needle_model_free(model);     // bytes may be released after this
+ *
+ * For tool calls, needle_agent_* (below) runs whole turns: grammar-constrained
+ * calls, reasoning, confidence and the envelope of the spec's section 8.
  *
  * Ownership: the caller owns `bytes` and must keep them alive and unchanged
  * while the model lives; the engine keeps views into them (packed weights are
@@ -186,6 +199,12 @@ NEEDLE_API uint32_t needle_grammar_mask(needle_grammar *g, float *logits);
 NEEDLE_API int needle_grammar_accept(needle_grammar *g, int32_t token, needle_error *err);
 /* 1 once the end token was accepted. */
 NEEDLE_API int needle_grammar_done(const needle_grammar *g);
+/* A short (shortest in the usual cases) continuation that completes the call
+ * array from the current state, end token excluded: writes at most cap bytes
+ * (NUL-terminated when room), returns the full length; 0 when the array is
+ * already complete, SIZE_MAX when none was found (out of memory, or a schema
+ * the bounded search cannot finish). Every byte is accepted by the grammar. */
+NEEDLE_API size_t needle_grammar_completion(const needle_grammar *g, char *out, size_t cap);
 /* Caller JSON text to Python-compatible compact JSON (spec section 7): writes
  * at most cap bytes (NUL-terminated when room), returns the full length, or 0
  * with err filled when the text is not JSON. */
