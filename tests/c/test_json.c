@@ -7,7 +7,7 @@
 #include "needle.h"
 
 static const char *compact(const char *in, char *out, size_t cap) {
-    needle_error err;
+    static needle_error err; /* its message outlives the call */
     size_t n = needle_json_compact(in, strlen(in), out, cap, &err);
     return n ? out : err.message;
 }
