@@ -114,7 +114,7 @@ export class Needle {
     const owned = !(model instanceof Model);
     const loaded = owned ? await loadInThread(model ?? new URL('../dist/demo.cact', import.meta.url), load) : model;
     try {
-      const agent = new Needle(loaded, tools, system, samplingOf(sampling));
+      const agent = new this(loaded, tools, system, samplingOf(sampling));
       agent.ownsModel = owned;
       agent.init();
       return agent;

@@ -3,11 +3,14 @@
 // and generate() is the same async iterator; errors thrown in the worker are
 // re-thrown here with their name, code and stack. Each WorkerModel owns one
 // worker, so a page can hold several models. Works over a browser module
-// Worker and over Node worker_threads.
+// Worker and over Node worker_threads. A WorkerNeedle is an agent (agent.js)
+// living in a model's worker: Needle's API, with the JS tool functions of
+// run() executed here, in the caller's thread.
 
 import { request, encodeSource, deserializeError, endpoint } from './protocol.js';
 import { NeedleError, STATUS } from './engine.js';
 import { importNode } from './node-import.js';
+import { declaration, toolFunctions, samplingOf, runTools } from './agent.js';
 
 const isBrowser = typeof window !== 'undefined' || typeof WorkerGlobalScope !== 'undefined';
 
@@ -145,6 +148,9 @@ export class WorkerModel {
     }
   }
 
+  /** An agent over this model, in its worker (see Needle.create). */
+  createAgent(options = {}) { return WorkerNeedle.create(this, options); }
+
   /** Highest wasm memory size of the worker's engine, as of its last reply. */
   get peakMemoryBytes() { return this.memory.peak; }
 
@@ -160,5 +166,78 @@ export class WorkerModel {
     this.port = null;
     this.fail(new NeedleError('this model was freed', STATUS.ARGUMENT));
     port.close();
+  }
+}
+
+/**
+ * The agent of agent.js in a model's worker, driven from this thread: the
+ * same methods as Needle; reset() and free() return promises, and
+ * prefillCount / renderedTools() answer from the state of the last reply.
+ */
+export class WorkerNeedle {
+  /** options: tools, system, sampling (see Needle.create); ownsModel: free() also frees the model. */
+  static async create(model, { tools = [], system = '', ownsModel = false, ...rest } = {}) {
+    const declarations = tools.map(declaration);
+    const id = model.nextId++;
+    const agent = new WorkerNeedle(model, id, toolFunctions(tools), ownsModel);
+    agent.update(await model.send(request.agent(id, id, 'create', [{ tools: declarations, system, sampling: samplingOf(rest) }])));
+    return agent;
+  }
+
+  constructor(model, id, functions, ownsModel) {
+    this.model = model;
+    this.id = id;
+    this.functions = functions;
+    this.ownsModel = ownsModel;
+    this.freed = false;
+    this.state = { prefillCount: 0, renderedTools: [] };
+  }
+
+  update({ result, prefillCount, renderedTools }) {
+    this.state = { prefillCount, renderedTools };
+    return result;
+  }
+
+  /** One agent request; pieces go to onToken until the signal aborts. */
+  async send(method, args, { signal, onToken } = {}) {
+    if (this.freed) throw new NeedleError('this agent was freed', STATUS.ARGUMENT);
+    const id = this.model.nextId++;
+    const reply = this.model.send(request.agent(id, this.id, method, args), [], {
+      signal,
+      // Pieces already in flight when the caller aborted are dropped.
+      onMessage: (m) => { if (m.type === 'piece' && !signal?.aborted) onToken?.({ kind: m.kind, text: m.text }); },
+    });
+    if (signal?.aborted) this.model.port?.post(request.abort(id));
+    return this.update(await reply);
+  }
+
+  /** See Needle.complete; the envelope is computed in the worker. */
+  complete(text, { signal, onToken, ...options } = {}) {
+    return this.send('complete', [text, options], { signal, onToken });
+  }
+
+  /** See runTools: the worker returns each envelope, the JS tools run here. */
+  run(query, options) { return runTools(this, this.functions, query, options); }
+
+  /** See Needle.extract. */
+  extract(text, schema, { signal, onToken, ...options } = {}) {
+    return this.send('extract', [text, schema, options], { signal, onToken });
+  }
+
+  renderedTools() { return structuredClone(this.state.renderedTools); }
+
+  get prefillCount() { return this.state.prefillCount; }
+
+  async reset() { await this.send('reset', []); }
+
+  /** Releases the agent in the worker, and the model too when it owns it. */
+  async free() {
+    if (this.freed) return;
+    try {
+      if (this.model.port) await this.send('free', []);
+    } finally {
+      this.freed = true;
+      if (this.ownsModel) await this.model.free();
+    }
   }
 }

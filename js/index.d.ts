@@ -271,6 +271,8 @@ export interface WorkerModel {
   free(): Promise<void>;
   /** Ends the worker at once; pending calls fail. */
   terminate(): void;
+  /** An agent in this model's worker (what Needle.create({ model: this }) returns). */
+  createAgent(options?: Omit<NeedleOptions, 'model' | 'worker' | 'load'>): Promise<WorkerNeedle>;
 }
 
 // ---------------------------------------------------------------- agent
@@ -320,8 +322,16 @@ export declare function tool<A = any, R = unknown>(
 ): ToolFunction<A, R>;
 
 export interface NeedleOptions extends SamplingOptions {
-  /** A Model, or a source for loadModelInThread (default: the demo archive). */
-  model?: Model | ModelSource;
+  /**
+   * A Model (the agent runs in this thread), a WorkerModel (it runs in that
+   * worker, sharing its memory), or a source to load (default: the demo
+   * archive; the agent then owns the model and free() frees it too).
+   */
+  model?: Model | WorkerModel | ModelSource;
+  /** With a source: load it in a worker (default: true in browser pages, false elsewhere). */
+  worker?: boolean;
+  /** With a source: loadModel's options (onProgress, signal, wasm, workerUrl, ...). */
+  load?: Omit<LoadOptions, 'worker'>;
   /** Tool functions made with tool(), or bare declarations (run() cannot call those). */
   tools?: (ToolFunction | ToolDeclaration)[];
   /** System facts, by convention 'key: value; key: value'. */
@@ -342,9 +352,17 @@ export interface CompleteOptions {
   onToken?: (event: TokenEvent) => void;
 }
 
-/** The agent: text in, a schema-valid tool call out. Runs in the calling thread. */
+/**
+ * The agent: text in, a schema-valid tool call out. A Needle runs in the
+ * calling thread; create() returns a WorkerNeedle instead over a WorkerModel,
+ * or over a source when worker is true (the default in browser pages).
+ */
 export declare class Needle {
-  static create(options?: NeedleOptions): Promise<Needle>;
+  static create(options: NeedleOptions & { model: Model }): Promise<Needle>;
+  static create(options: NeedleOptions & { model: WorkerModel }): Promise<WorkerNeedle>;
+  static create(options: NeedleOptions & { model?: ModelSource; worker: false }): Promise<Needle>;
+  static create(options: NeedleOptions & { model?: ModelSource; worker: true }): Promise<WorkerNeedle>;
+  static create(options?: NeedleOptions): Promise<Needle | WorkerNeedle>;
   readonly model: Model;
   /** One turn: a query, or (after a call) a tool result. */
   complete(text: unknown, options?: CompleteOptions): Promise<Envelope>;
@@ -362,5 +380,30 @@ export declare class Needle {
   readonly prefillCount: number;
   /** Starts a new conversation with the same tools and system text. */
   reset(): void;
+  /** Releases the agent (and its model when create() loaded it). */
   free(): void;
+}
+
+/**
+ * The agent in a model's worker, driven from the calling thread: Needle's
+ * methods. run() executes the JS tool functions in the calling thread (the
+ * worker returns each envelope, the results go back as the next turn);
+ * onToken receives pieces as the worker produces them; a signal stops the
+ * turn within one piece (the envelope then has error_code STATUS.ABORTED).
+ * prefillCount and renderedTools() answer from the last reply. A type only.
+ */
+export interface WorkerNeedle {
+  readonly model: WorkerModel;
+  complete(text: unknown, options?: CompleteOptions): Promise<Envelope>;
+  run(query: string, options?: CompleteOptions & { maxTurns?: number }): Promise<RunResult>;
+  extract(
+    text: string,
+    schema: JsonSchema,
+    options?: CompleteOptions & { name?: string; description?: string },
+  ): Promise<{ [name: string]: unknown } | null>;
+  renderedTools(): ToolDeclaration[];
+  readonly prefillCount: number;
+  reset(): Promise<void>;
+  /** Releases the agent in the worker (and the model and worker when create() loaded it). */
+  free(): Promise<void>;
 }

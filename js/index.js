@@ -10,11 +10,12 @@
 import { Engine } from './engine.js';
 import { Model } from './model.js';
 import { streamArchive } from './load.js';
+import { Needle as InThreadNeedle } from './agent.js';
 
 export { Model, Session } from './model.js';
 export { NeedleError, STATUS } from './engine.js';
 export { ARCHIVE_CACHE } from './load.js';
-export { Needle, tool } from './agent.js';
+export { tool } from './agent.js';
 
 /** The built-in demo archive (random weights in the released geometry). */
 export const DEMO_ARCHIVE_URL = new URL('../dist/demo.cact', import.meta.url);
@@ -45,4 +46,26 @@ export async function loadModel(source = DEMO_ARCHIVE_URL, options = {}) {
     return WorkerModel.load(source, options);
   }
   return loadModelInThread(source, options);
+}
+
+/**
+ * The agent (agent.js). Needle.create({ model, tools, system, ...sampling,
+ * worker, load }): over a Model it runs in this thread; over a worker model
+ * (loadModel in pages) in that model's worker, sharing its memory; given a
+ * source it loads one, in a Web Worker by default in pages (options.worker
+ * as for loadModel, options.load: loadModel's options), and free() frees it.
+ */
+export class Needle extends InThreadNeedle {
+  static async create({ model = DEMO_ARCHIVE_URL, worker, load: loadOptions = {}, ...options } = {}) {
+    if (model instanceof Model) return super.create({ model, ...options });
+    if (typeof model?.createAgent === 'function') return model.createAgent(options);
+    if (!(worker ?? isBrowserPage)) return super.create({ model, load: loadOptions, ...options });
+    const loaded = await loadModel(model, { ...loadOptions, worker: true });
+    try {
+      return await loaded.createAgent({ ...options, ownsModel: true });
+    } catch (error) {
+      await loaded.free();
+      throw error;
+    }
+  }
 }

@@ -8,14 +8,24 @@
 //                    { id, op: 'generate', prompt, options }
 //                    { id, op: 'abort' }                      stops request id (generate or load)
 //                    { id, op: 'free' }
+//                    { id, op: 'agent', agent, method, args }  method: AGENT_CALLS; agent: the id
+//                                                            of its 'create' request. create args:
+//                                                            [{ tools (declarations), system, sampling }];
+//                                                            complete: [text, { maxNewTokens, kind }];
+//                                                            extract: [text, schema, options]; abort
+//                                                            stops complete and extract
 // worker -> client   { id, type: 'progress', loaded, total, checked }
 //                    { id, type: 'token', token, text }
-//                    { id, type: 'result', value, memory }    memory: { bytes, peak } of the worker's engine
+//                    { id, type: 'piece', kind, text }        agent output as produced: kind
+//                                                            'reasoning' | 'call' | 'marker'
+//                    { id, type: 'result', value, memory }    memory: { bytes, peak } of the worker's engine;
+//                                                            agent value: { result, prefillCount, renderedTools }
 //                    { id, type: 'error', error }             error: serializeError(e)
 
 import { NeedleError } from './engine.js';
 
 export const CALLS = Object.freeze(['inspect', 'tokenize', 'detokenize', 'logits', 'info']);
+export const AGENT_CALLS = Object.freeze(['create', 'complete', 'extract', 'reset', 'free']);
 
 export const request = {
   load: (id, source, options) => ({ id, op: 'load', source, options }),
@@ -23,11 +33,13 @@ export const request = {
   generate: (id, prompt, options) => ({ id, op: 'generate', prompt, options }),
   abort: (id) => ({ id, op: 'abort' }),
   free: (id) => ({ id, op: 'free' }),
+  agent: (id, agent, method, args) => ({ id, op: 'agent', agent, method, args }),
 };
 
 export const reply = {
   progress: (id, { loaded, total, checked }) => ({ id, type: 'progress', loaded, total, checked }),
   token: (id, { token, text }) => ({ id, type: 'token', token, text }),
+  piece: (id, { kind, text }) => ({ id, type: 'piece', kind, text }),
   result: (id, value, memory) => ({ id, type: 'result', value, memory }),
   error: (id, error) => ({ id, type: 'error', error: serializeError(error) }),
 };

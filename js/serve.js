@@ -7,7 +7,7 @@
 
 import { createServer } from 'node:http';
 import { createReadStream, existsSync } from 'node:fs';
-import { stat, readFile } from 'node:fs/promises';
+import { readdir, readFile, stat } from 'node:fs/promises';
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
@@ -46,14 +46,14 @@ export function resolvePath(urlPath) {
  *  shell, so that any change to the app makes browsers install a new one. */
 async function serviceWorker() {
   const hash = createHash('sha256');
-  for (const name of ['index.html', 'app.js', 'style.css', 'presets.js', 'sw.js']) {
-    hash.update(await readFile(join(ROOT, 'web', name)).catch(() => ''));
+  for (const folder of ['web', 'js']) {
+    for (const name of (await readdir(join(ROOT, folder))).sort()) {
+      hash.update(await readFile(join(ROOT, folder, name)).catch(() => ''));
+    }
   }
-  for (const name of ['index.js', 'client.js', 'worker.js', 'protocol.js', 'load.js', 'model.js', 'engine.js', 'wasm.js']) {
-    hash.update(await readFile(join(ROOT, 'js', name)).catch(() => ''));
+  for (const name of (await readdir(join(ROOT, 'dist')).catch(() => [])).filter((n) => n.endsWith('.wasm')).sort()) {
+    hash.update(`${name}:${(await stat(join(ROOT, 'dist', name))).mtimeMs}`);
   }
-  const wasm = await stat(join(ROOT, 'dist', 'needle.wasm')).catch(() => null);
-  hash.update(String(wasm?.mtimeMs ?? 0));
   const text = await readFile(join(ROOT, 'web', 'sw.js'), 'utf8');
   return text.replace(/const BUILD = '[^']*';/, `const BUILD = '${hash.digest('hex').slice(0, 12)}';`);
 }

@@ -7,27 +7,18 @@
 // client.js would split the bundle and start a worker inside the worker),
 // and Node built-ins only through importNode.
 
-import { reply, transferables, decodeSource, endpoint, CALLS } from './protocol.js';
+import { reply, transferables, decodeSource, endpoint, CALLS, AGENT_CALLS } from './protocol.js';
 import { Engine, NeedleError, STATUS } from './engine.js';
 import { Model } from './model.js';
 import { streamArchive } from './load.js';
 import { importNode } from './node-import.js';
+import { Needle, nextTask } from './agent.js';
 
 let port = null; // set below, before the first message can arrive
 
 let model = null;
 const running = new Map(); // request id -> AbortController
-
-/** Lets queued messages (an abort) run between tokens: a macrotask, not a
- *  microtask, and not setTimeout, which browsers clamp to 4 ms. */
-const nextTask = typeof setImmediate === 'function'
-  ? () => new Promise((resolve) => setImmediate(resolve))
-  : (() => {
-      const channel = new MessageChannel();
-      const waiting = [];
-      channel.port1.onmessage = () => waiting.shift()?.();
-      return () => new Promise((resolve) => { waiting.push(resolve); channel.port2.postMessage(0); });
-    })();
+const agents = new Map(); // id of the create request -> Needle
 
 function memory() {
   return model ? { bytes: model.engine.memory.buffer.byteLength, peak: model.peakMemoryBytes } : undefined;
@@ -73,6 +64,62 @@ async function generate({ id, prompt, options }) {
   return { tokens: count };
 }
 
+/** The agent's state the caller keeps in sync (its prefillCount and
+ *  renderedTools() answer without a round trip). */
+function agentReply(agent, result) {
+  return { result, prefillCount: agent.handle ? agent.prefillCount : 0, renderedTools: agent.handle ? agent.renderedTools() : [] };
+}
+
+function needAgent(id) {
+  const agent = agents.get(id);
+  if (!agent) throw new NeedleError(`no agent ${id} in this worker (freed, or never created)`, STATUS.ARGUMENT);
+  return agent;
+}
+
+const agentCalls = {
+  async create({ id }, { tools, system, sampling }) {
+    const agent = await Needle.create({ model: needModel(), tools, system, ...sampling });
+    agents.set(id, agent);
+    return agentReply(agent, null);
+  },
+  async complete({ id, agent }, text, options) {
+    const needle = needAgent(agent);
+    const envelope = await needle.complete(text, { ...options, signal: stopper(id).signal,
+      onToken: (piece) => port.post(reply.piece(id, piece)) });
+    return agentReply(needle, envelope);
+  },
+  async extract({ id, agent }, text, schema, options) {
+    const needle = needAgent(agent);
+    const args = await needle.extract(text, schema, { ...options, signal: stopper(id).signal,
+      onToken: (piece) => port.post(reply.piece(id, piece)) });
+    return agentReply(needle, args);
+  },
+  reset({ agent }) {
+    const needle = needAgent(agent);
+    needle.reset();
+    return agentReply(needle, null);
+  },
+  free({ agent }) {
+    agents.get(agent)?.free();
+    agents.delete(agent);
+    return { result: null, prefillCount: 0, renderedTools: [] };
+  },
+};
+
+/** An AbortController an 'abort' message for request id reaches. */
+function stopper(id) {
+  const controller = new AbortController();
+  running.set(id, controller);
+  return controller;
+}
+
+function freeAll() {
+  for (const agent of agents.values()) agent.free();
+  agents.clear();
+  model?.free();
+  model = null;
+}
+
 async function handle(message) {
   const { id, op } = message;
   if (op === 'abort') {
@@ -86,7 +133,8 @@ async function handle(message) {
     if (op === 'load') value = await load(message);
     else if (op === 'generate') value = await generate(message);
     else if (op === 'call' && CALLS.includes(message.method)) value = await calls[message.method](...message.args);
-    else if (op === 'free') { model?.free(); model = null; value = null; }
+    else if (op === 'agent' && AGENT_CALLS.includes(message.method)) value = await agentCalls[message.method](message, ...message.args);
+    else if (op === 'free') { freeAll(); value = null; }
     else throw new NeedleError(`unknown worker request ${op}${message.method ? ` ${message.method}` : ''}`, STATUS.ARGUMENT);
     port.post(reply.result(id, value, memory()), transferables(value));
   } catch (error) {

@@ -1,6 +1,7 @@
-// presets.js: example tool sets and queries for the demo page, as data. The
-// agent API (Needle.create / agent.complete, spec section 8) consumes these
-// once it lands; until then a preset fills the prompt and the tools editor.
+// presets.js: example tool sets and queries for the demo page, as data: a
+// preset fills the query and the editable tools JSON that app.js hands to
+// Needle.create. mockResult() makes a plausible tool result for the calls of
+// an envelope, to send back as the next turn.
 
 const tool = (name, description, properties, required = Object.keys(properties)) => ({
   name, description, parameters: { type: 'object', properties, required },
@@ -67,3 +68,28 @@ export const PRESETS = [
     tools: [tool('set_light', 'Switch a light', { room: str('Room name'), on: { type: 'boolean' } })],
   },
 ];
+
+// What a tool might answer, by name; anything else answers { ok: true }.
+const MOCKS = {
+  set_light: (a) => ({ ok: true, room: a.room, on: a.on ?? true }),
+  set_thermostat: (a) => ({ ok: true, target: a.celsius, current: 19.5 }),
+  move: (a) => ({ ok: true, moved_meters: a.meters }),
+  turn: (a) => ({ ok: true, heading_degrees: 90 }),
+  grip: (a) => ({ ok: true, gripper: a.action === 'close' ? 'closed' : 'open' }),
+  set_alarm: (a) => ({ ok: true, alarm_id: 4, time: a.time }),
+  set_volume: (a) => ({ ok: true, channel: a.channel, level: a.level }),
+  toggle_setting: (a) => ({ ok: true, setting: a.setting, on: a.on }),
+  send_email: () => ({ ok: true, message_id: 'msg-1042' }),
+  extract_invoice: () => ({ ok: true, stored: true }),
+  convert_currency: () => ({ amount: 37125, currency: 'JPY', rate: 148.5 }),
+  classify_sentiment: () => ({ ok: true, logged: true }),
+  get_weather: () => ({ forecast: 'sunny', high_celsius: 24, low_celsius: 15 }),
+  add_to_list: (a) => ({ ok: true, list_size: (a.items?.length ?? 0) + 3 }),
+};
+
+/** A tool result for the calls of one envelope: one value for one call, an
+ *  array in call order for several. */
+export function mockResult(calls) {
+  const results = calls.map((c) => (MOCKS[c.name] ?? (() => ({ ok: true })))(c.arguments ?? {}));
+  return results.length === 1 ? results[0] : results;
+}

@@ -62,9 +62,10 @@ test('Vite bundles the installed package unconfigured; the page generates in a W
   await build({ root: project, configFile: false, logLevel: 'warn', customLogger: logger, build: { outDir: 'dist' } });
   assert.deepEqual(warnings, []);
   const assets = await readdir(join(project, 'dist/assets'));
-  // Both shipped engine variants (js/wasm.js picks one at run time).
-  assert.equal(assets.filter((f) => f.endsWith('.wasm')).length, 2, `engine variants among ${assets}`);
+  // Every shipped engine variant (js/wasm.js picks one at run time).
+  assert.equal(assets.filter((f) => f.endsWith('.wasm')).length, 3, `engine variants among ${assets}`);
   assert.ok(assets.some((f) => /^needle-nosimd-.+\.wasm$/.test(f)), `no nosimd variant among ${assets}`);
+  assert.ok(assets.some((f) => /^needle-relaxed-.+\.wasm$/.test(f)), `no relaxed variant among ${assets}`);
   assert.equal(assets.filter((f) => /^demo-.*\.cact$/.test(f)).length, 1, `no demo archive among ${assets}`);
   const workers = assets.filter((f) => /^worker-.*\.js$/.test(f));
   assert.equal(workers.length, 1, `expected one worker bundle among ${assets}`);
