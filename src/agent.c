@@ -21,6 +21,8 @@
 #include "needle.h"
 #include "platform.h"
 #include "session.h"
+#include "grammar.h"
+#include "tokenizer.h"
 
 #define MAX_TOOLS 256
 #define RETRIEVAL_TOP 5
@@ -66,6 +68,8 @@ struct needle_agent {
     float *logits, *masked; /* the last position's logits; a masked copy */
     needle_decoder *decoder;
     idlist reasoning, calls, pending; /* pending: forced ids to feed next */
+    buffer forcing;         /* the call's completion being forced (budget guard) */
+    size_t forcing_pos;
     double call_logp, prefill_ms, decode_ms;
     uint32_t call_sampled;
     void *pool_mark;        /* probe pooling state at the turn's start */
@@ -198,7 +202,7 @@ void needle_agent_free(needle_agent *a) {
     needle_sampler_free(a->sampler);
     needle_decoder_free(a->decoder);
     needle_vocab_free(a->vocab_trie);
-    free(a->prefix.ids), free(a->conversation.ids), free(a->reasoning.ids);
+    free(a->prefix.ids), free(a->conversation.ids), free(a->reasoning.ids), free(a->forcing.data);
     free(a->calls.ids), free(a->pending.ids);
     free(a->logits), free(a->masked);
     free(a->pool_mark), free(a->pool_prefix);
@@ -419,7 +423,7 @@ int needle_agent_begin(needle_agent *a, const char *text, size_t len, int kind,
         return nd_fail(err, NEEDLE_E_ARGUMENT, "a tool result needs a previous turn that called a tool");
     a->turn_kind = kind;
     memset(&a->turn_error, 0, sizeof a->turn_error);
-    a->reasoning.len = a->calls.len = a->pending.len = 0;
+    a->reasoning.len = a->calls.len = a->pending.len = a->forcing.len = a->forcing_pos = 0;
     a->generated = a->call_sampled = a->prefill_count = 0;
     a->call_logp = a->prefill_ms = a->decode_ms = 0;
     a->max_new = max_new_tokens ? max_new_tokens : 256;
@@ -537,15 +541,21 @@ static int step_reasoning(needle_agent *a, char *out, size_t cap, size_t *out_le
 
 static void finish_turn(needle_agent *a);
 
-static int step_call(needle_agent *a, char *out, size_t cap, size_t *out_len) {
-    if (a->generated >= a->max_new)
-        return fail_turn(a, NEEDLE_E_CONTEXT, "max_new_tokens ran out before the call was complete");
-    memcpy(a->masked, a->logits, a->vocab * sizeof *a->masked);
-    if (needle_grammar_mask(a->grammar, a->masked) == 0)
-        return fail_turn(a, NEEDLE_E_SCHEMA, "the grammar allows no token here (an unsatisfiable schema)");
-    double lse = log_sum_exp(a->masked, a->vocab);
-    memcpy(a->logits, a->masked, a->vocab * sizeof *a->logits); /* keep the masked logits */
-    int32_t token = sample(a);
+/* The token that writes exactly byte b: its one-character piece, else the
+ * byte-fallback piece <0xXX>; -1 when the vocabulary has neither. */
+static int32_t byte_token(const needle_agent *a, uint8_t b) {
+    int type = -1;
+    int32_t id = b == ' ' ? needle_tokenizer_piece_id(a->tok, "\xe2\x96\x81", 3)
+                          : needle_tokenizer_piece_id(a->tok, (const char *)&b, 1);
+    if (id >= 0 && nd_tokenizer_piece(a->tok, id, NULL, &type) && type == ND_PIECE_NORMAL) return id;
+    char hex[8];
+    snprintf(hex, sizeof hex, "<0x%02X>", b);
+    id = needle_tokenizer_piece_id(a->tok, hex, 6);
+    return id >= 0 && nd_tokenizer_byte(a->tok, id) == b ? id : -1;
+}
+
+/* Takes one token into the call: grammar, transcript, session, stream. */
+static int take_call_token(needle_agent *a, int32_t token, char *out, size_t cap, size_t *out_len) {
     needle_error err;
     int status = needle_grammar_accept(a->grammar, token, &err);
     if (status) return fail_turn(a, status, err.message);
@@ -557,12 +567,60 @@ static int step_call(needle_agent *a, char *out, size_t cap, size_t *out_len) {
         *out_len = 0;
         return NEEDLE_STEP_MARKER;
     }
-    a->call_logp += a->logits[token] - lse;
-    a->call_sampled++;
     if (ids_put(&a->calls, &token, 1)) return fail_turn(a, NEEDLE_E_NOMEM, "out of memory");
     if ((status = feed(a, &token, 1, &err))) return fail_turn(a, status, err.message);
     *out_len = needle_decoder_push(a->decoder, token, out, cap);
     return NEEDLE_STEP_CALL;
+}
+
+/* Budget guard: the rest of the call is its shortest completion, one byte
+ * per token, then the end token (never counted in the decode probability). */
+static int force_call_step(needle_agent *a, char *out, size_t cap, size_t *out_len) {
+    if (a->forcing_pos == a->forcing.len) return take_call_token(a, a->marker[M_CALL_END], out, cap, out_len);
+    uint8_t b = (uint8_t)a->forcing.data[a->forcing_pos++];
+    int32_t token = byte_token(a, b);
+    if (token < 0) return fail_turn(a, NEEDLE_E_SCHEMA, "the vocabulary has no token for a byte the call needs");
+    return take_call_token(a, token, out, cap, out_len);
+}
+
+static int start_forcing(needle_agent *a, size_t need, char *out, size_t cap, size_t *out_len) {
+    a->forcing.len = a->forcing_pos = 0;
+    char *text = malloc(need + 1);
+    if (!text) return fail_turn(a, NEEDLE_E_NOMEM, "out of memory");
+    size_t n = needle_grammar_completion(a->grammar, text, need + 1);
+    int status = n == need ? buffer_put(&a->forcing, text, n) : NEEDLE_E_SCHEMA;
+    free(text);
+    if (status) return fail_turn(a, status, "could not force the rest of the call");
+    return force_call_step(a, out, cap, out_len);
+}
+
+static int step_call(needle_agent *a, char *out, size_t cap, size_t *out_len) {
+    if (a->forcing.len || a->forcing_pos) return force_call_step(a, out, cap, out_len);
+    size_t left = a->generated < a->max_new ? a->max_new - a->generated : 0;
+    size_t need = needle_grammar_completion(a->grammar, NULL, 0);
+    if (need == SIZE_MAX)
+        return fail_turn(a, NEEDLE_E_SCHEMA, "no valid completion of the call array was found");
+    if (need >= left) { /* only possible before the first call token */
+        char msg[160];
+        snprintf(msg, sizeof msg, "max_new_tokens (%u) leaves %zu tokens for the call, which needs at least %zu",
+                 a->max_new, left, need + 1);
+        return fail_turn(a, NEEDLE_E_CONTEXT, msg);
+    }
+    if (left <= need + 1) return start_forcing(a, need, out, cap, out_len);
+    memcpy(a->masked, a->logits, a->vocab * sizeof *a->masked);
+    if (needle_grammar_mask(a->grammar, a->masked) == 0)
+        return fail_turn(a, NEEDLE_E_SCHEMA, "the grammar allows no token here (an unsatisfiable schema)");
+    double lse = log_sum_exp(a->masked, a->vocab);
+    memcpy(a->logits, a->masked, a->vocab * sizeof *a->logits); /* keep the masked logits */
+    int32_t token = sample(a);
+    if (token != a->marker[M_CALL_END]) {
+        /* a token that leaves too little budget to finish is replaced by forcing */
+        size_t after = nd_grammar_completion_after(a->grammar, token);
+        if (after == SIZE_MAX || after + 1 > left - 1) return start_forcing(a, need, out, cap, out_len);
+        a->call_logp += a->logits[token] - lse;
+        a->call_sampled++;
+    }
+    return take_call_token(a, token, out, cap, out_len);
 }
 
 int needle_agent_step(needle_agent *a, char *out, size_t cap, size_t *out_len) {

@@ -17,6 +17,9 @@ int nd_grammar_feed(needle_grammar *g, const char *bytes, size_t n, needle_error
 int nd_grammar_complete(const needle_grammar *g);
 /* The bytes accepted so far (owned by g, valid until the next call on g). */
 const char *nd_grammar_text(const needle_grammar *g, size_t *len);
+/* The completion length (needle_grammar_completion) after accepting token,
+ * without accepting it; SIZE_MAX when token is not allowed here. */
+size_t nd_grammar_completion_after(needle_grammar *g, int32_t token);
 
 /* Compiles an ECMAScript pattern (the subset grammar.c documents) and
  * reports whether the whole string s matches it with JSON Schema's search

@@ -221,6 +221,30 @@ static needle_tokenizer *tok;
 static int32_t end_id;
 static needle_vocab *vocab;
 
+/* The completion from g's state: fed back it must complete the array into
+ * valid calls; the state is then restored by re-feeding the prefix. */
+static int completion_ok(needle_grammar *g, const char *tools, char *why) {
+    size_t len;
+    const char *t = nd_grammar_text(g, &len);
+    char *prefix = malloc(len + 1);
+    size_t plen = len;
+    memcpy(prefix, t, len), prefix[len] = 0;
+    size_t n = needle_grammar_completion(g, NULL, 0);
+    int ok = n != SIZE_MAX;
+    char *c = ok ? malloc(n + 1) : NULL;
+    needle_error err;
+    if (ok) ok = needle_grammar_completion(g, c, n + 1) == n && strlen(c) == n;
+    if (ok && n) ok = nd_grammar_feed(g, c, n, &err) == NEEDLE_OK;
+    if (ok) ok = nd_grammar_complete(g);
+    t = nd_grammar_text(g, &len);
+    if (ok) ok = valid_calls(t, len, tools);
+    if (!ok) sprintf(why, "bad completion %.120s after %.200s", c ? c : "(none)", prefix);
+    needle_grammar_reset(g);
+    if (plen && nd_grammar_feed(g, prefix, plen, &err)) ok = 0;
+    free(prefix), free(c);
+    return ok;
+}
+
 /* Picks uniformly among allowed tokens, but leans towards closing bytes
  * every few steps so walks finish within the bound. Returns 1 when done. */
 static int walk(needle_grammar *g, const char *tools, int steps, uint64_t seed, char *why) {
@@ -231,6 +255,7 @@ static int walk(needle_grammar *g, const char *tools, int steps, uint64_t seed, 
     needle_grammar_reset(g);
     int done = 0;
     for (int s = 0; s < steps && !done; s++) {
+        if ((s + (int)seed) % 7 == 0 && !nd_grammar_complete(g) && !completion_ok(g, tools, why)) break;
         for (uint32_t i = 0; i < V; i++) logits[i] = 0;
         uint32_t n = needle_grammar_mask(g, logits), k = 0;
         for (uint32_t i = 0; i < V; i++) if (logits[i] == 0) ids[k++] = (int32_t)i;
@@ -302,6 +327,64 @@ static int accepts(const char *tools, const char *text) {
 
 #define ONE(props, req) "[{\"name\":\"t\",\"parameters\":{\"type\":\"object\",\"properties\":" props ",\"required\":" req "}}]"
 #define CALL(args) "[{\"name\":\"t\",\"arguments\":" args "}]"
+
+/* The completion after prefix (checked like the walks) into out. */
+static int complete_from(const char *tools, const char *prefix, char *out, size_t cap) {
+    needle_error err;
+    needle_grammar *g = needle_grammar_new_shared(vocab, tools, strlen(tools), end_id, &err);
+    if (!g) { printf("  compile failed: %s\n", err.message); return 0; }
+    int ok = !*prefix || nd_grammar_feed(g, prefix, strlen(prefix), &err) == NEEDLE_OK;
+    char why[400] = "";
+    size_t n = ok ? needle_grammar_completion(g, out, cap) : SIZE_MAX;
+    ok = ok && n < cap && completion_ok(g, tools, why);
+    if (!ok) printf("  %s: %s\n", prefix, why);
+    needle_grammar_free(g);
+    return ok;
+}
+
+#define EXPECT(tools, prefix, want) do { char got[256] = ""; \
+    CHECK(complete_from(tools, prefix, got, sizeof got) && !strcmp(got, want), "after %s: got %s, want %s", prefix, got, want); } while (0)
+#define ARGS "[{\"name\":\"t\",\"arguments\":"
+
+static void test_completion(void) {
+    const char *light = "[{\"name\":\"set_light\",\"parameters\":{\"type\":\"object\",\"properties\":{\"room\":{\"type\":\"string\"},"
+                        "\"on\":{\"type\":\"boolean\"}},\"required\":[\"room\",\"on\"]}}]";
+    EXPECT(light, "[{\"name\":\"set_light\",\"arg", "uments\":{\"on\":true,\"room\":\"\"}}]");
+    EXPECT(light, "", "[]");
+    EXPECT(light, "[{", "\"name\":\"set_light\",\"arguments\":{\"on\":true,\"room\":\"\"}}]");
+    EXPECT(light, "[{\"name\":\"set_light\",\"arguments\":{\"room\":\"ki", "\",\"on\":true}}]");
+    EXPECT(light, "[{\"name\":\"set_light\",\"arguments\":{\"on\":t", "rue,\"room\":\"\"}}]");
+    EXPECT(light, "[{\"name\":\"set_light\",\"arguments\":{\"on\":true,\"room\":\"\"}}", "]");
+    EXPECT(ONE("{\"v\":{\"type\":\"string\",\"minLength\":3}}", "[\"v\"]"), ARGS "{\"v\":", "\"aaa\"}}]");
+    EXPECT(ONE("{\"v\":{\"type\":\"string\",\"minLength\":3,\"maxLength\":4}}", "[\"v\"]"), ARGS "{\"v\":\"\\u00e", "0aa\"}}]");
+    EXPECT(ONE("{\"v\":{\"type\":\"string\",\"pattern\":\"^[0-9]{5}$\"}}", "[\"v\"]"), ARGS "{\"v\":\"1", "0000\"}}]");
+    EXPECT(ONE("{\"v\":{\"type\":\"string\",\"format\":\"date\"}}", "[\"v\"]"), ARGS "{", "\"v\":\"0000-01-01\"}}]");
+    EXPECT(ONE("{\"v\":{\"type\":\"integer\",\"minimum\":10,\"maximum\":12,\"exclusiveMinimum\":10}}", "[\"v\"]"), ARGS "{\"v\":", "11}}]");
+    EXPECT(ONE("{\"v\":{\"type\":\"integer\",\"multipleOf\":7,\"minimum\":8}}", "[\"v\"]"), ARGS "{\"v\":", "14}}]");
+    EXPECT(ONE("{\"v\":{\"type\":\"integer\",\"minimum\":-12,\"maximum\":-3}}", "[\"v\"]"), ARGS "{\"v\":-1", "2}}]");
+    EXPECT(ONE("{\"v\":{\"type\":\"number\",\"exclusiveMinimum\":0.5}}", "[\"v\"]"), ARGS "{\"v\":0.", "6}}]");
+    EXPECT(ONE("{\"v\":{\"type\":\"number\",\"minimum\":100.25,\"maximum\":100.5}}", "[\"v\"]"), ARGS "{\"v\":", "100.3}}]");
+    EXPECT(ONE("{\"v\":{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":2,\"uniqueItems\":true}}", "[\"v\"]"),
+           ARGS "{\"v\":[", "0,1]}}]");
+    EXPECT(ONE("{\"v\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"minItems\":3,\"uniqueItems\":true}}", "[\"v\"]"),
+           ARGS "{\"v\":[\"a\",", "\"\",\"b\"]}}]");
+    EXPECT(ONE("{\"v\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"minItems\":2,\"uniqueItems\":true}}", "[\"v\"]"),
+           ARGS "{\"v\":[\"\",\"", "a\"]}}]");
+    EXPECT(ONE("{\"v\":{\"type\":\"array\",\"items\":{\"enum\":[\"xy\",\"z\"]},\"minItems\":2,\"uniqueItems\":true}}", "[\"v\"]"),
+           ARGS "{\"v\":[\"z\"", ",\"xy\"]}}]");
+    EXPECT(ONE("{\"a\":{\"type\":\"object\",\"properties\":{\"b\":{\"type\":\"object\",\"properties\":{\"c\":{\"type\":\"null\"},"
+               "\"d\":{\"type\":\"integer\"}},\"required\":[\"c\"]}},\"required\":[\"b\"]}}", "[\"a\"]"), ARGS "{", "\"a\":{\"b\":{\"c\":null}}}}]");
+    EXPECT(ONE("{\"v\":{\"anyOf\":[{\"type\":\"string\",\"minLength\":5},{\"type\":\"integer\",\"minimum\":100}]}}", "[\"v\"]"), ARGS "{\"v\":", "100}}]");
+    EXPECT(ONE("{\"v\":{\"anyOf\":[{\"type\":\"string\",\"minLength\":5},{\"type\":\"integer\",\"minimum\":100}]}}", "[\"v\"]"), ARGS "{\"v\":\"ab", "aaa\"}}]");
+    EXPECT(ONE("{\"v\":{\"anyOf\":[{\"type\":\"integer\",\"minimum\":15},{\"type\":\"number\",\"minimum\":1.5}]}}", "[\"v\"]"), ARGS "{\"v\":1", "5}}]");
+    EXPECT(ONE("{\"v\":{\"type\":\"string\",\"pattern\":\"^\xf0\x9f\x98\x80+$\"}}", "[\"v\"]"), ARGS "{\"v\":\"\\ud83d", "\\ude00\"}}]");
+    /* every schema of the walks completes from scratch and from "[{" */
+    for (size_t i = 0; i < sizeof schemas / sizeof schemas[0]; i++) {
+        char got[1024];
+        CHECK(complete_from(schemas[i], "", got, sizeof got), "schema %zu from scratch", i);
+        CHECK(complete_from(schemas[i], "[{", got, sizeof got), "schema %zu from [{", i);
+    }
+}
 
 static void test_bounds(void) {
     const char *t = ONE("{\"v\":{\"type\":\"integer\",\"maximum\":10}}", "[\"v\"]");
@@ -531,6 +614,7 @@ int main(void) {
     RUN(test_objects_enums);
     RUN(test_schema_errors);
     RUN(test_end_token);
+    RUN(test_completion);
     RUN(test_random_walks);
     RUN(test_mask_timing);
     needle_vocab_free(vocab);

@@ -14,6 +14,9 @@ import { Needle, tool } from '../../js/agent.js';
 import { TOOL_SETS, TWELVE_TOOLS } from './agent-schemas.js';
 
 const SAMPLES = 20;
+// The turn budget: the budget guard forces the shortest valid completion when
+// it runs low, so every turn ends with a valid call (and the file runs fast).
+const MAX_NEW = 160;
 const tokenizer = tokenizerBlobFromModel(readFileSync(new URL('../fixtures/tokenizer/needle-test-bpe.model', import.meta.url)));
 const archive = writeCact({ geometry: TINY_GEOMETRY, seed: 11, bits: 2, group: 32, heads: true, tokenizer });
 const model = await Model.fromBytes(archive);
@@ -38,7 +41,7 @@ test(`${TOOL_SETS.length} tool sets x ${SAMPLES} sampled calls parse and validat
   for (const set of TOOL_SETS) {
     for (let seed = 1; seed <= SAMPLES; seed++) {
       const agent = await Needle.create({ model, tools: set.tools, temperature: 1, seed });
-      const envelope = await agent.complete(set.query, { maxNewTokens: 2000 });
+      const envelope = await agent.complete(set.query, { maxNewTokens: MAX_NEW });
       assertValidCalls(envelope, set.tools);
       assert.equal(envelope.type, 'call');
       agent.free();
@@ -52,7 +55,7 @@ test('multi-turn: query, call, tool result, reply; reset; query again reuses the
   let agent, first;
   for (let seed = 1; ; seed++) {
     agent = await Needle.create({ model, tools, temperature: 1, seed, system: 'date: 2026-07-21' });
-    first = await agent.complete('dim the kitchen to 10', { maxNewTokens: 2000 });
+    first = await agent.complete('dim the kitchen to 10', { maxNewTokens: MAX_NEW });
     if (first.function_calls.length) break;
     agent.free();
   }
@@ -62,7 +65,7 @@ test('multi-turn: query, call, tool result, reply; reset; query again reuses the
   assert.ok(first.confidence === null || (first.confidence >= 0 && first.confidence <= 1));
 
   const result = { ok: true, brightness: 10 };
-  const second = await agent.complete(result, { maxNewTokens: 2000 });
+  const second = await agent.complete(result, { maxNewTokens: MAX_NEW });
   assertValidCalls(second, tools);
   assert.equal(second.type, second.function_calls.length ? 'call' : 'respond');
   // The second turn prefilled only its own tokens: the tool-result turn and "▁<think>".
@@ -70,7 +73,7 @@ test('multi-turn: query, call, tool result, reply; reset; query again reuses the
   assert.equal(agent.prefillCount, model.tokenize(turn).length + model.tokenize('<think>').length);
 
   agent.reset();
-  const again = await agent.complete('turn everything off', { maxNewTokens: 2000 });
+  const again = await agent.complete('turn everything off', { maxNewTokens: MAX_NEW });
   assertValidCalls(again, tools);
   const continuation = model.tokenize('</tools>\nturn everything off<|im_end|>\n<|im_start|>assistant\n');
   const afterMarker = continuation.slice(continuation.indexOf(model.pieceId('</tools>')) + 1);
@@ -84,14 +87,14 @@ test('a failed turn loses nothing: after an abort mid-turn the same query gives 
   const controller = new AbortController();
   let pieces = 0;
   const aborted = await agent.complete('do it', {
-    maxNewTokens: 2000, signal: controller.signal,
+    maxNewTokens: MAX_NEW, signal: controller.signal,
     onToken: () => { if (++pieces === 3) controller.abort(); },
   });
   assert.equal(aborted.success, false);
   assert.equal(aborted.error_code, 8);
-  const after = await agent.complete('do it', { maxNewTokens: 2000 });
+  const after = await agent.complete('do it', { maxNewTokens: MAX_NEW });
   const fresh = await Needle.create({ model, tools });
-  const want = await fresh.complete('do it', { maxNewTokens: 2000 });
+  const want = await fresh.complete('do it', { maxNewTokens: MAX_NEW });
   assert.equal(after.success, true);
   assert.deepEqual(after.function_calls, want.function_calls);
   assert.equal(after.reasoning, want.reasoning);
@@ -102,7 +105,7 @@ test('a failed turn loses nothing: after an abort mid-turn the same query gives 
 test('retrieval: of 12 tools only 5 reach the prompt and the grammar', async () => {
   for (let seed = 1; seed <= 5; seed++) {
     const agent = await Needle.create({ model, tools: TWELVE_TOOLS, temperature: 1, seed });
-    const envelope = await agent.complete('what is the weather in Lisbon', { maxNewTokens: 2000 });
+    const envelope = await agent.complete('what is the weather in Lisbon', { maxNewTokens: MAX_NEW });
     const rendered = agent.renderedTools();
     assert.equal(rendered.length, 5);
     const names = TWELVE_TOOLS.map((t) => t.name);
