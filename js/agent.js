@@ -109,14 +109,16 @@ async function loadInThread(source, options = {}) {
 
 export class Needle {
   /** options: model (Model, or a source loaded in this thread with options.load),
-   *  tools, system, and sampling (temperature, topK, topP, minP, repetitionPenalty, seed). */
-  static async create({ model, tools = [], system = '', load, ...sampling } = {}) {
+   *  tools, system, sampling (temperature, topK, topP, minP, repetitionPenalty, seed),
+   *  and toolEmbeddings (what toolEmbeddings() returned earlier: reused when neither
+   *  the archive nor the tools changed, else recomputed). */
+  static async create({ model, tools = [], system = '', load, toolEmbeddings, ...sampling } = {}) {
     const owned = !(model instanceof Model);
     const loaded = owned ? await loadInThread(model ?? new URL('../dist/demo.cact', import.meta.url), load) : model;
     try {
       const agent = new this(loaded, tools, system, samplingOf(sampling));
       agent.ownsModel = owned;
-      agent.init();
+      agent.init(toolEmbeddings);
       return agent;
     } catch (error) {
       if (owned) loaded.free();
@@ -140,12 +142,13 @@ export class Needle {
     this.pieceLength = engine.malloc(8);
   }
 
-  init() {
+  init(saved) {
     const { engine } = this;
     try {
       for (const decl of this.declarations) {
         engine.withString(JSON.stringify(decl), (ptr, len) => engine.check(engine.x.needle_agent_add_tool(this.handle, ptr, len, engine.err)));
       }
+      this.toolEmbeddingsReused = !!saved && this.useToolEmbeddings(saved);
       const { temperature = 0, topK = 0, topP = 1, minP = 0, repetitionPenalty = 1, seed = 0 } = this.sampling;
       engine.x.needle_agent_set_sampling(this.handle, temperature, topK, topP, minP, repetitionPenalty, seed >>> 0);
       engine.withString(this.system, (ptr, len) => engine.check(engine.x.needle_agent_init(this.handle, ptr, len, engine.err)));
@@ -232,6 +235,41 @@ export class Needle {
   }
 
   /** The tools JSON rendered into the prompt now (5 at most with retrieval). */
+  /** The retrieval embeddings of the tools (more than 5 tools), to save and pass
+   *  back as Needle.create({ toolEmbeddings }); null when there are none. */
+  toolEmbeddings() {
+    const { engine } = this;
+    const print = engine.malloc(17);
+    try {
+      const dim = engine.x.needle_agent_tool_embeddings(this.handle, 0, 0);
+      if (!dim) return null;
+      const count = dim * this.declarations.length;
+      const out = engine.malloc(count * 4);
+      try {
+        engine.x.needle_agent_tool_embeddings(this.handle, out, count);
+        engine.x.needle_agent_fingerprint(this.handle, print);
+        return { fingerprint: engine.readString(print, 16), dim, vectors: engine.f32(out, count).slice() };
+      } finally {
+        engine.x.free(out);
+      }
+    } finally {
+      engine.x.free(print);
+    }
+  }
+
+  /** Offers saved embeddings; false (and nothing used) when they are stale. */
+  useToolEmbeddings({ fingerprint, vectors }) {
+    const { engine } = this;
+    const data = Float32Array.from(vectors);
+    const ptr = engine.copyIn(new Uint8Array(data.buffer));
+    try {
+      return engine.withString(`${fingerprint}\0`, (print) =>
+        engine.x.needle_agent_use_tool_embeddings(this.handle, print, ptr, data.length, engine.err) === STATUS.OK);
+    } finally {
+      engine.x.free(ptr);
+    }
+  }
+
   renderedTools() {
     const { engine } = this;
     const n = engine.x.needle_agent_rendered_tools(this.handle, 0, 0);

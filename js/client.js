@@ -176,11 +176,11 @@ export class WorkerModel {
  */
 export class WorkerNeedle {
   /** options: tools, system, sampling (see Needle.create); ownsModel: free() also frees the model. */
-  static async create(model, { tools = [], system = '', ownsModel = false, ...rest } = {}) {
+  static async create(model, { tools = [], system = '', ownsModel = false, toolEmbeddings, ...rest } = {}) {
     const declarations = tools.map(declaration);
     const id = model.nextId++;
     const agent = new WorkerNeedle(model, id, toolFunctions(tools), ownsModel);
-    agent.update(await model.send(request.agent(id, id, 'create', [{ tools: declarations, system, sampling: samplingOf(rest) }])));
+    agent.update(await model.send(request.agent(id, id, 'create', [{ tools: declarations, system, toolEmbeddings, sampling: samplingOf(rest) }])));
     return agent;
   }
 
@@ -225,6 +225,9 @@ export class WorkerNeedle {
   }
 
   renderedTools() { return structuredClone(this.state.renderedTools); }
+
+  /** See Needle.toolEmbeddings (a promise here). */
+  toolEmbeddings() { return this.send('embeddings', []); }
 
   get prefillCount() { return this.state.prefillCount; }
 

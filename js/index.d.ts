@@ -336,6 +336,17 @@ export interface NeedleOptions extends SamplingOptions {
   tools?: (ToolFunction | ToolDeclaration)[];
   /** System facts, by convention 'key: value; key: value'. */
   system?: string;
+  /** Saved retrieval embeddings (from toolEmbeddings()): reused when the archive and tools are unchanged. */
+  toolEmbeddings?: ToolEmbeddings | null;
+}
+
+/** The contrastive-head embeddings of the declared tools (more than 5 tools). */
+export interface ToolEmbeddings {
+  /** 16 hex digits over the archive and the tools: saved embeddings stay valid while it matches. */
+  fingerprint: string;
+  dim: number;
+  /** tools x dim values, tool-major. */
+  vectors: Float32Array;
 }
 
 export interface TokenEvent {
@@ -376,6 +387,10 @@ export declare class Needle {
   ): Promise<{ [name: string]: unknown } | null>;
   /** The tool declarations rendered into the prompt now (at most 5 with retrieval). */
   renderedTools(): ToolDeclaration[];
+  /** The tools' retrieval embeddings, or null with at most 5 tools. */
+  toolEmbeddings(): ToolEmbeddings | null;
+  /** Whether create() reused the given toolEmbeddings. */
+  readonly toolEmbeddingsReused: boolean;
   /** Tokens the last turn prefilled. */
   readonly prefillCount: number;
   /** Starts a new conversation with the same tools and system text. */
@@ -402,6 +417,7 @@ export interface WorkerNeedle {
     options?: CompleteOptions & { name?: string; description?: string },
   ): Promise<{ [name: string]: unknown } | null>;
   renderedTools(): ToolDeclaration[];
+  toolEmbeddings(): Promise<ToolEmbeddings | null>;
   readonly prefillCount: number;
   reset(): Promise<void>;
   /** Releases the agent in the worker (and the model and worker when create() loaded it). */

@@ -25,7 +25,7 @@
 import { NeedleError } from './engine.js';
 
 export const CALLS = Object.freeze(['inspect', 'tokenize', 'detokenize', 'logits', 'info']);
-export const AGENT_CALLS = Object.freeze(['create', 'complete', 'extract', 'reset', 'free']);
+export const AGENT_CALLS = Object.freeze(['create', 'complete', 'extract', 'embeddings', 'reset', 'free']);
 
 export const request = {
   load: (id, source, options) => ({ id, op: 'load', source, options }),

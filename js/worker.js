@@ -77,8 +77,8 @@ function needAgent(id) {
 }
 
 const agentCalls = {
-  async create({ id }, { tools, system, sampling }) {
-    const agent = await Needle.create({ model: needModel(), tools, system, ...sampling });
+  async create({ id }, { tools, system, toolEmbeddings, sampling }) {
+    const agent = await Needle.create({ model: needModel(), tools, system, toolEmbeddings, ...sampling });
     agents.set(id, agent);
     return agentReply(agent, null);
   },
@@ -93,6 +93,10 @@ const agentCalls = {
     const args = await needle.extract(text, schema, { ...options, signal: stopper(id).signal,
       onToken: (piece) => port.post(reply.piece(id, piece)) });
     return agentReply(needle, args);
+  },
+  embeddings({ agent }) {
+    const needle = needAgent(agent);
+    return agentReply(needle, needle.toolEmbeddings());
   },
   reset({ agent }) {
     const needle = needAgent(agent);

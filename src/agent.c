@@ -49,6 +49,7 @@ struct needle_agent {
     uint32_t tool_count, chosen[RETRIEVAL_TOP], chosen_count;
     float *tool_embeddings; /* tool_count x embed_dim, when retrieving */
     uint32_t embed_dim;
+    int embeddings_given;   /* set by needle_agent_use_tool_embeddings */
     buffer system;
     /* conversation */
     needle_session *session;
@@ -218,6 +219,7 @@ int needle_agent_add_tool(needle_agent *a, const char *json, size_t len, needle_
     if (!text) return nd_fail(err, NEEDLE_E_NOMEM, "out of memory adding a tool");
     needle_json_compact(json, len, text, n + 1, err);
     a->tools[a->tool_count++] = text;
+    a->embeddings_given = 0; /* saved embeddings were for the old tool list */
     end_conversation(a);
     return NEEDLE_OK;
 }
@@ -259,9 +261,8 @@ static int embed(needle_agent *a, const char *text, float *out, needle_error *er
 }
 
 static int embed_tools(needle_agent *a, needle_error *err) {
-    a->embed_dim = 0;
-    for (uint32_t h = 0; h < a->model->archive.head_count; h++)
-        if (a->model->archive.head_kinds[h] == ND_HEAD_CONTRASTIVE) a->embed_dim = nd_head_outputs(a->model, ND_HEAD_CONTRASTIVE);
+    if (a->embeddings_given) return NEEDLE_OK;
+    a->embed_dim = nd_head_outputs(a->model, ND_HEAD_CONTRASTIVE);
     if (!a->embed_dim)
         return nd_fail(err, NEEDLE_E_ARGUMENT,
                        "%u tools need retrieval, but the archive has no contrastive head", a->tool_count);
@@ -272,6 +273,44 @@ static int embed_tools(needle_agent *a, needle_error *err) {
         int status = embed(a, a->tools[i], a->tool_embeddings + (size_t)i * a->embed_dim, err);
         if (status) return status;
     }
+    return NEEDLE_OK;
+}
+
+/* Saved tool embeddings stay valid while the archive and the tools are the
+ * same: the fingerprint hashes both (the archive's hash is taken at load). */
+static uint64_t fingerprint(const needle_agent *a) {
+    uint64_t h = nd_fnv1a(ND_FNV_OFFSET, &a->model->fingerprint, sizeof a->model->fingerprint);
+    for (uint32_t i = 0; i < a->tool_count; i++) h = nd_fnv1a(h, a->tools[i], strlen(a->tools[i]) + 1);
+    return h;
+}
+
+void needle_agent_fingerprint(const needle_agent *a, char out[17]) {
+    snprintf(out, 17, "%016llx", (unsigned long long)fingerprint(a));
+}
+
+uint32_t needle_agent_tool_embeddings(const needle_agent *a, float *out, size_t cap) {
+    if (!a->tool_embeddings) return 0;
+    size_t n = (size_t)a->tool_count * a->embed_dim;
+    if (out && cap >= n) memcpy(out, a->tool_embeddings, n * sizeof *out);
+    return a->embed_dim;
+}
+
+int needle_agent_use_tool_embeddings(needle_agent *a, const char *print, const float *vectors,
+                                     size_t count, needle_error *err) {
+    char want[17];
+    needle_agent_fingerprint(a, want);
+    if (!print || strcmp(print, want) != 0)
+        return nd_fail(err, NEEDLE_E_ARGUMENT, "saved tool embeddings have fingerprint %.16s, these tools and archive %s",
+                       print ? print : "(none)", want);
+    uint32_t dim = nd_head_outputs(a->model, ND_HEAD_CONTRASTIVE);
+    if (!dim || count != (size_t)a->tool_count * dim)
+        return nd_fail(err, NEEDLE_E_ARGUMENT, "saved tool embeddings hold %zu values, expected %u tools x %u",
+                       count, a->tool_count, dim);
+    float *copy = malloc(count * sizeof *copy);
+    if (!copy) return nd_fail(err, NEEDLE_E_NOMEM, "out of memory storing tool embeddings");
+    memcpy(copy, vectors, count * sizeof *copy);
+    free(a->tool_embeddings);
+    a->tool_embeddings = copy, a->embed_dim = dim, a->embeddings_given = 1;
     return NEEDLE_OK;
 }
 

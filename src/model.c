@@ -329,12 +329,19 @@ needle_model *needle_model_load(const uint8_t *bytes, size_t size, needle_error 
     if (!m) { nd_fail(err, NEEDLE_E_NOMEM, "no memory for the model"); return NULL; }
     int rc = nd_archive_parse(bytes, size, &m->archive, err);
     if (rc) { free(m); return NULL; }
+    m->fingerprint = nd_fnv1a(ND_FNV_OFFSET, bytes, size);
     float **f32 = calloc(m->archive.geometry.tensor_count, sizeof *f32);
     rc = f32 ? load_all(m, f32, err)
              : nd_fail(err, NEEDLE_E_NOMEM, "no memory for the tensor table");
     free(f32);
     if (rc) { needle_model_free(m); return NULL; }
     return m;
+}
+
+uint64_t nd_fnv1a(uint64_t h, const void *bytes, size_t n) {
+    const uint8_t *p = bytes;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
 }
 
 void needle_model_free(needle_model *m) {

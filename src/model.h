@@ -58,7 +58,12 @@ struct needle_model {
     uint32_t window;           /* default attention window W (spec section 5) */
     int32_t pad_id;            /* cells of pad tokens are not pooled */
     float *dense;              /* one allocation holding every dense tensor as f32 */
+    uint64_t fingerprint;      /* FNV-1a of the archive bytes as loaded (before any repack) */
 };
+
+/* FNV-1a 64 of bytes, continuing from h (start with ND_FNV_OFFSET). */
+#define ND_FNV_OFFSET 0xcbf29ce484222325ull
+uint64_t nd_fnv1a(uint64_t h, const void *bytes, size_t n);
 
 /* The window the spec derives from the header (kvWindow, else the budget formula). */
 uint32_t nd_model_default_window(const nd_geometry *g);

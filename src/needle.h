@@ -257,6 +257,15 @@ NEEDLE_API void needle_agent_abort(needle_agent *agent);
 NEEDLE_API size_t needle_agent_envelope(const needle_agent *agent, char *out, size_t cap);
 /* Rewinds the conversation to just after the tools block. */
 NEEDLE_API int needle_agent_reset(needle_agent *agent, needle_error *err);
+/* Tool retrieval embeddings (more than 5 tools) can be saved and given back
+ * to a later agent, skipping the embedding at init. The fingerprint (16 hex
+ * digits + NUL) covers the archive and the declared tools. */
+NEEDLE_API void needle_agent_fingerprint(const needle_agent *agent, char out[17]);
+/* Copies the tool_count x dim embeddings (when cap allows); returns dim, 0 if none. */
+NEEDLE_API uint32_t needle_agent_tool_embeddings(const needle_agent *agent, float *out, size_t cap);
+/* Before init: saved embeddings, used only when `fingerprint` matches. */
+NEEDLE_API int needle_agent_use_tool_embeddings(needle_agent *agent, const char *fingerprint,
+                                                const float *vectors, size_t count, needle_error *err);
 /* Tokens the last needle_agent_begin fed (its own, or more after a re-render). */
 NEEDLE_API uint32_t needle_agent_prefill_count(const needle_agent *agent);
 /* The tools array rendered into the prompt and the grammar now. */

@@ -163,3 +163,13 @@ test('Needle.create from a source with worker: true owns its worker model', asyn
   assert.ok(inThread instanceof Needle);
   inThread.free();
 });
+
+test('retrieval embeddings cross the worker boundary and are reused there', async () => {
+  const tools = Array.from({ length: 7 }, (_, i) => ({ name: `tool_${i}`, parameters: { type: 'object', properties: {} } }));
+  const inThread = await Needle.create({ model: local, tools });
+  const saved = inThread.toolEmbeddings();
+  inThread.free();
+  const agent = await remote.createAgent({ tools, toolEmbeddings: saved });
+  assert.deepEqual(await agent.toolEmbeddings(), saved);
+  await agent.free();
+});

@@ -116,6 +116,32 @@ test('retrieval: of 12 tools only 5 reach the prompt and the grammar', async () 
   }
 });
 
+test('retrieval embeddings are saved and reused while archive and tools are unchanged', async () => {
+  const first = await Needle.create({ model, tools: TWELVE_TOOLS });
+  const saved = first.toolEmbeddings();
+  assert.equal(saved.vectors.length, TWELVE_TOOLS.length * saved.dim);
+  assert.match(saved.fingerprint, /^[0-9a-f]{16}$/);
+  first.free();
+
+  const reused = await Needle.create({ model, tools: TWELVE_TOOLS, toolEmbeddings: saved });
+  assert.equal(reused.toolEmbeddingsReused, true);
+  assert.deepEqual(reused.toolEmbeddings(), saved);
+  reused.free();
+
+  // Given vectors are what retrieval uses: all equal, every tool ties, the first five win.
+  const flat = { ...saved, vectors: saved.vectors.map((_, i) => saved.vectors[i % saved.dim]) };
+  const tied = await Needle.create({ model, tools: TWELVE_TOOLS, toolEmbeddings: flat });
+  await tied.complete('what is the weather in Lisbon', { maxNewTokens: 64 });
+  assert.deepEqual(tied.renderedTools().map((t) => t.name), TWELVE_TOOLS.slice(0, 5).map((t) => t.name));
+  tied.free();
+
+  const changed = TWELVE_TOOLS.map((t, i) => (i === 3 ? { ...t, description: 'changed' } : t));
+  const stale = await Needle.create({ model, tools: changed, toolEmbeddings: saved });
+  assert.equal(stale.toolEmbeddingsReused, false);
+  assert.notEqual(stale.toolEmbeddings().fingerprint, saved.fingerprint);
+  stale.free();
+});
+
 test('schema errors name the tool and the JSON pointer at init', async () => {
   const bad = [{ name: 'set_light', parameters: { type: 'object', properties: { level: { type: 'integer', foo: 1 } } } }];
   await assert.rejects(Needle.create({ model, tools: bad }), (error) => {
