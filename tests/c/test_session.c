@@ -511,8 +511,44 @@ static void test_released_memory(void) {
     unload(&l);
 }
 
+/* Seeded sampling after a prefill, in fast and exact mode. Prints the tokens
+ * on "tokens ..." lines: tests/js/c-units.test.js checks that the native and
+ * the wasm build print the same ones (same seed, same tokens everywhere). */
+static void test_seeded_generation(void) {
+    enum { PROMPT = 12, STEPS = 48 };
+    loaded l = load(tiny(8, 2), 21);
+    if (!l.model) { CHECK(0, "load failed"); return; }
+    uint32_t vocab = l.model->archive.geometry.vocab;
+    for (int exact = 0; exact <= 1; exact++) {
+        int32_t runs[2][STEPS];
+        for (int run = 0; run < 2; run++) {
+            int32_t ids[PROMPT + STEPS];
+            sequence(ids, PROMPT, vocab, 5);
+            float *logits = malloc(vocab * sizeof *logits);
+            needle_error err;
+            needle_session *s = needle_session_new(l.model, 0, 0, exact, &err);
+            needle_sampler *sampler = needle_sampler_new(vocab, 3.0f, 0, 0.98f, 0, 1.3f, 7);
+            int ok = logits && s && sampler && needle_session_feed(s, ids, PROMPT, logits, 0, &err) == NEEDLE_OK;
+            for (int i = 0; ok && i < STEPS; i++) {
+                ids[PROMPT + i] = runs[run][i] = needle_sampler_sample(sampler, logits, ids, PROMPT + i);
+                ok = needle_session_feed(s, &runs[run][i], 1, logits, 0, &err) == NEEDLE_OK;
+            }
+            CHECK(ok, "generation failed (exact=%d)", exact);
+            needle_sampler_free(sampler);
+            needle_session_free(s);
+            free(logits);
+        }
+        CHECK(!memcmp(runs[0], runs[1], sizeof runs[0]), "two runs with one seed differ (exact=%d)", exact);
+        printf("tokens exact=%d:", exact);
+        for (int i = 0; i < STEPS; i++) printf(" %d", runs[0][i]);
+        printf("\n");
+    }
+    unload(&l);
+}
+
 int main(void) {
     RUN(test_load_errors);
+    RUN(test_seeded_generation);
     RUN(test_prefill_equals_decode);
     RUN(test_kv_formats_differ);
     RUN(test_window_and_sinks);

@@ -31,3 +31,12 @@ for (const name of names) {
     assertAllPassed(`${run.stdout}${run.stderr}`, run.status, `${name}.wasm`);
   });
 }
+
+test('the native and the wasm build generate the same tokens from the same seed', () => {
+  const tokens = (output) => output.split('\n').filter((line) => line.startsWith('tokens '));
+  const native = spawnSync(`${root}/build/native/test_session`, { cwd: root, encoding: 'utf8' });
+  const wasm = spawnSync(process.execPath, ['--no-warnings', `${root}/tests/js/wasi-run.mjs`,
+    `${root}/build/wasi/test_session.wasm`], { cwd: root, encoding: 'utf8' });
+  assert.equal(tokens(native.stdout).length, 2, native.stdout + native.stderr);
+  assert.deepEqual(tokens(wasm.stdout), tokens(native.stdout));
+});
