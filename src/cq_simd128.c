@@ -5,7 +5,7 @@
  * indices are first spread into two vectors of 16 byte lanes (unit_indices),
  * then turned into f32 levels by four i8x16.swizzle lookups into "byte
  * planes" of the level table (plane b holds byte b of every level) and
- * re-interleaving the bytes into floats (lookup16). Any table of up to 16
+ * re-interleaving the bytes into floats (nd_lookup16, cq_levels_simd128.h). Any table of up to 16
  * levels costs the same, so 2, 3 and 4 bits share one path.
  *
  * The cheapest way to spread indices leaves them in a fixed, bit-width
@@ -21,6 +21,7 @@
 #include <wasm_simd128.h>
 #include "cq.h"
 #include "fp16.h"
+#include "cq_levels_simd128.h"
 #include "hadamard.h"
 
 #define UNIT 32u      /* weights decoded per step */
@@ -28,8 +29,8 @@
 #define INLINE static inline __attribute__((always_inline))
 
 typedef struct {
-    v128_t plane[4]; /* plane b: byte b of each level (16 entries) */
-    v128_t mul3;     /* 3-bit decoding multipliers, see crumbs3 */
+    nd_level_planes lv; /* the levels, see cq_levels_simd128.h */
+    v128_t mul3;        /* 3-bit decoding multipliers, see crumbs3 */
 } level_planes;
 
 static int simd_fits(const nd_cq *m) {
@@ -42,14 +43,8 @@ static float norm_at(const nd_cq *m, uint32_t row, uint32_t g) {
 }
 
 static level_planes make_planes(const nd_cq *m) {
-    uint8_t bytes[4][16] = {{0}};
-    for (uint32_t i = 0; i < (1u << m->bits); i++) { /* entries past 2^bits are never read */
-        uint8_t f[4];
-        memcpy(f, &m->levels[i], 4);
-        for (int b = 0; b < 4; b++) bytes[b][i] = f[b];
-    }
     level_planes lp;
-    for (int b = 0; b < 4; b++) lp.plane[b] = wasm_v128_load(bytes[b]);
+    lp.lv = nd_level_planes_of(m);
     /* Read back through volatile: seeing constant powers of two, LLVM turns the
      * multiply into per-lane shifts, which SIMD128 lacks, and scalarises them. */
     volatile v128_t mul3 = wasm_i16x8_const(8192, 1024, 128, 4096, 512, 64, 2048, 256);
@@ -57,19 +52,6 @@ static level_planes make_planes(const nd_cq *m) {
     return lp;
 }
 
-/* 16 byte-lane indices (< 16) -> their levels as four f32x4, in lane order. */
-INLINE void lookup16(const level_planes *lp, v128_t idx, v128_t out[4]) {
-    v128_t b0 = wasm_i8x16_swizzle(lp->plane[0], idx), b1 = wasm_i8x16_swizzle(lp->plane[1], idx);
-    v128_t b2 = wasm_i8x16_swizzle(lp->plane[2], idx), b3 = wasm_i8x16_swizzle(lp->plane[3], idx);
-    v128_t lo01 = wasm_i8x16_shuffle(b0, b1, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-    v128_t hi01 = wasm_i8x16_shuffle(b0, b1, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
-    v128_t lo23 = wasm_i8x16_shuffle(b2, b3, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-    v128_t hi23 = wasm_i8x16_shuffle(b2, b3, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
-    out[0] = wasm_i16x8_shuffle(lo01, lo23, 0, 8, 1, 9, 2, 10, 3, 11);
-    out[1] = wasm_i16x8_shuffle(lo01, lo23, 4, 12, 5, 13, 6, 14, 7, 15);
-    out[2] = wasm_i16x8_shuffle(hi01, hi23, 0, 8, 1, 9, 2, 10, 3, 11);
-    out[3] = wasm_i16x8_shuffle(hi01, hi23, 4, 12, 5, 13, 6, 14, 7, 15);
-}
 
 /* 3 bits: each 16-bit lane takes the two bytes holding its index, a multiply
  * by 2^(13 - shift) moves the index to the top three bits, a shift brings it
@@ -119,8 +101,8 @@ static void unit_order(uint32_t bits, uint8_t src[UNIT]) {
 INLINE void unit_levels(const level_planes *lp, const uint8_t *p, uint32_t bits, v128_t lv[8]) {
     v128_t idx[2];
     unit_indices(p, bits, lp->mul3, idx);
-    lookup16(lp, idx[0], lv);
-    lookup16(lp, idx[1], lv + 4);
+    nd_lookup16(&lp->lv, idx[0], lv);
+    nd_lookup16(&lp->lv, idx[1], lv + 4);
 }
 
 static float hsum(v128_t a0, v128_t a1, v128_t a2, v128_t a3) {

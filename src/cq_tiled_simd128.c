@@ -13,6 +13,7 @@
 #include <string.h>
 #include <wasm_simd128.h>
 #include "cq.h"
+#include "cq_levels_simd128.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define TOKENS 4u /* activations the GEMM runs per decoded weight vector */
@@ -42,38 +43,12 @@ static const uint8_t *tile_codes(const nd_cq *m, uint32_t t, uint32_t g) {
 
 /* ---- exact f32 ------------------------------------------------------------ */
 
-typedef struct { v128_t plane[4]; } level_planes; /* plane b: byte b of each level */
-
-static level_planes make_planes(const nd_cq *m) {
-    uint8_t bytes[4][16] = {{0}};
-    for (uint32_t i = 0; i < (1u << m->bits); i++) {
-        uint8_t f[4];
-        memcpy(f, &m->levels[i], 4);
-        for (int b = 0; b < 4; b++) bytes[b][i] = f[b];
-    }
-    level_planes lp;
-    for (int b = 0; b < 4; b++) lp.plane[b] = wasm_v128_load(bytes[b]);
-    return lp;
-}
-
-/* Levels of 16 byte-lane indices as four f32x4, lanes in order. */
-INLINE void lookup16(const level_planes *lp, v128_t idx, v128_t out[4]) {
-    v128_t b0 = wasm_i8x16_swizzle(lp->plane[0], idx), b1 = wasm_i8x16_swizzle(lp->plane[1], idx);
-    v128_t b2 = wasm_i8x16_swizzle(lp->plane[2], idx), b3 = wasm_i8x16_swizzle(lp->plane[3], idx);
-    v128_t lo01 = wasm_i8x16_shuffle(b0, b1, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-    v128_t hi01 = wasm_i8x16_shuffle(b0, b1, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
-    v128_t lo23 = wasm_i8x16_shuffle(b2, b3, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-    v128_t hi23 = wasm_i8x16_shuffle(b2, b3, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
-    out[0] = wasm_i16x8_shuffle(lo01, lo23, 0, 8, 1, 9, 2, 10, 3, 11);
-    out[1] = wasm_i16x8_shuffle(lo01, lo23, 4, 12, 5, 13, 6, 14, 7, 15);
-    out[2] = wasm_i16x8_shuffle(hi01, hi23, 0, 8, 1, 9, 2, 10, 3, 11);
-    out[3] = wasm_i16x8_shuffle(hi01, hi23, 4, 12, 5, 13, 6, 14, 7, 15);
-}
+typedef nd_level_planes level_planes;
 
 /* d[16 rows] += levels(idx) * x, as the reference's `dot += level * x`. */
 INLINE void mac16(const level_planes *lp, v128_t idx, float x, v128_t d[4]) {
     v128_t l[4], xs = wasm_f32x4_splat(x);
-    lookup16(lp, idx, l);
+    nd_lookup16(lp, idx, l);
     for (int q = 0; q < 4; q++) d[q] = wasm_f32x4_add(d[q], wasm_f32x4_mul(l[q], xs));
 }
 
@@ -102,7 +77,7 @@ INLINE void exact_group(const nd_cq *m, const level_planes *lp, const uint8_t *c
 }
 
 void nd_cqt_gemv_simd128(const nd_cq *m, const float *xr, float *y) {
-    level_planes lp = make_planes(m);
+    level_planes lp = nd_level_planes_of(m);
     for (uint32_t t = 0; t < m->tiles; t++) {
         v128_t acc[4], d[4], nv[4];
         for (int q = 0; q < 4; q++) acc[q] = wasm_f32x4_splat(0.0f);
