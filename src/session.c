@@ -10,7 +10,9 @@
  * A feed of n tokens runs in chunks of ND_CHUNK positions: each matrix is
  * applied to the whole chunk with one GEMM (prefill) and attention is causal
  * within the chunk, so feeding a sequence at once or token by token gives the
- * same logits up to float summation order.
+ * same logits up to float summation order. Attention runs every query of the
+ * chunk that shares a KV head at once over the cached rows (the kernels and
+ * the row formats are in attention.h).
  */
 #define _POSIX_C_SOURCE 199309L /* clock_gettime for the opt-in stage timers */
 #include "session.h"
@@ -19,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention.h"
 #include "fp16.h"
 #include "hadamard.h"
 #include "platform.h"
@@ -32,22 +35,27 @@ struct needle_session {
     uint32_t window, sinks, position;
     int kv_format;
     int exact;                    /* exact-float mode: f32 kernels only, no int8 tables */
-    uint32_t hdp;                 /* head dim as stored: padded to 64 for CQ KV */
+    uint32_t hdp;                 /* head dim as stored: padded to 4 (f32), 32 (int8), 64 (CQ) */
     size_t row_bytes, slot_bytes; /* one K or V head row; every row of one position */
     uint32_t kv_cap, tok_cap, v0_cap;
     uint32_t kv_from, tok_from;   /* lowest position the rings still hold */
-    uint8_t *ring, *sink;         /* [kv_cap][slot], [sinks][slot] */
+    uint8_t *ring, *sink;         /* [L][KV][kv_cap][K,V row], [L][KV][sinks][K,V row] */
     int32_t *ring_tok, *sink_tok; /* [tok_cap], [sinks] */
     float *v0;                    /* [sites][v0_cap][d] engram values before the taps */
     float *pool;                  /* [heads][P][2 + d]: max, sum, weighted sum */
     size_t pool_floats;
     size_t bytes, sink_bytes;     /* allocated in total; by the sink storage */
-    float *scores;                /* [sinks + W] attention weights of one head */
     uint32_t *slots;              /* [chunk][tables] engram slots */
     const int32_t *ids;           /* the chunk being run */
     /* scratch, one allocation: see session_scratch() */
     float *buf, *x, *nx, *xr, *mpre, *mpost, *mres, *u, *bx, *h, *a, *ek, *ev;
-    float *q, *gt, *o, *k, *v, *e, *keep, *rope, *tmp, *qa, *cell;
+    float *q, *gt, *o, *k, *v, *e, *keep, *rope, *tmp, *cell;
+    /* the queries of one KV head over a chunk (rep * ND_CHUNK): see attn_alloc() */
+    nd_attn attn;
+    void *attn_buf;
+    float *aq, *aqs, *cq_rows;    /* [nq][hdp], [nq][hdp/32], [ND_ATTN_BLOCK][2][hdp] */
+    int16_t *aq8;                 /* [nq][hdp] */
+    uint32_t *alo, *ahi, *azero;  /* [nq] visible positions; zeros for the sinks */
     int profiling;                         /* needle_session_set_profiling */
     double stage_ms[NEEDLE_STAGE_COUNT];   /* per stage; OTHER holds whole feeds */
 };
@@ -129,13 +137,14 @@ static int32_t *token_at(needle_session *s, uint32_t pos) {
     return pos < s->sinks ? &s->sink_tok[pos] : &s->ring_tok[pos % s->tok_cap];
 }
 
-/* Row `which` (0 K, 1 V) of kv head `head` of `layer` at position pos. */
+/* Row `which` (0 K, 1 V) of kv head `head` of `layer` at position pos. The
+ * K and V rows of one (layer, head) follow position after position, so the
+ * attention reads a run of positions at one stride. */
 static uint8_t *kv_row(const needle_session *s, uint32_t pos, uint32_t layer, uint32_t head,
                        int which) {
-    const nd_geometry *g = &s->model->archive.geometry;
-    uint8_t *slot = pos < s->sinks ? s->sink + (size_t)pos * s->slot_bytes
-                                   : s->ring + (size_t)(pos % s->kv_cap) * s->slot_bytes;
-    return slot + (((size_t)layer * g->kv_heads + head) * 2 + (size_t)which) * s->row_bytes;
+    size_t lh = (size_t)layer * s->model->archive.geometry.kv_heads + head;
+    size_t at = pos < s->sinks ? lh * s->sinks + pos : lh * s->kv_cap + pos % s->kv_cap;
+    return (pos < s->sinks ? s->sink : s->ring) + (at * 2 + (size_t)which) * s->row_bytes;
 }
 
 static float *v0_at(needle_session *s, uint32_t site, uint32_t pos) {
@@ -143,22 +152,24 @@ static float *v0_at(needle_session *s, uint32_t site, uint32_t pos) {
     return s->v0 + ((size_t)site * s->v0_cap + pos % s->v0_cap) * d;
 }
 
-/* Stores one head vector x[hd] in the cache format: f32; int8 with one f32
- * scale per 32 values; or CQ (spec section 5: H64, unit levels, fp16 norm). */
+/* Stores one head vector x[hd] in the cache format (attention.h), padding
+ * zeroed: f32; int8 with one f32 scale per 32 values; or CQ (spec section 5:
+ * H64, unit levels, fp16 norm). */
 static void kv_store(needle_session *s, const float *x, uint8_t *row) {
     uint32_t hd = s->model->archive.geometry.head_dim;
     if (s->kv_format == KV_F32) {
         memcpy(row, x, hd * sizeof(float));
+        memset(row + (size_t)hd * sizeof(float), 0, (s->hdp - hd) * sizeof(float));
     } else if (s->kv_format == KV_I8) {
         float *scale = (float *)row;
-        int8_t *qv = (int8_t *)(row + (size_t)((hd + 31) / 32) * 4);
-        for (uint32_t b = 0; b * 32 < hd; b++) {
+        int8_t *qv = (int8_t *)(row + (size_t)(s->hdp / 32) * 4);
+        for (uint32_t b = 0; b * 32 < s->hdp; b++) {
             uint32_t end = b * 32 + 32 < hd ? b * 32 + 32 : hd;
             float amax = 0;
             for (uint32_t i = b * 32; i < end; i++) amax = fmaxf(amax, fabsf(x[i]));
             scale[b] = amax / 127.0f;
-            for (uint32_t i = b * 32; i < end; i++) {
-                float r = amax > 0 ? rintf(x[i] / scale[b]) : 0.0f;
+            for (uint32_t i = b * 32; i < b * 32 + 32; i++) {
+                float r = i < end && amax > 0 ? rintf(x[i] / scale[b]) : 0.0f;
                 qv[i] = (int8_t)(r > 127 ? 127 : r < -127 ? -127 : r);
             }
         }
@@ -182,48 +193,12 @@ static void kv_store(needle_session *s, const float *x, uint8_t *row) {
     }
 }
 
-/* q . k for a cached K row; q is rotated per 64 (and padded) for CQ rows. */
-static float kv_dot(const needle_session *s, const float *q, const uint8_t *row) {
-    uint32_t hd = s->model->archive.geometry.head_dim;
-    float acc = 0;
-    if (s->kv_format == KV_F32) {
-        const float *k = (const float *)row;
-        for (uint32_t i = 0; i < hd; i++) acc += q[i] * k[i];
-    } else if (s->kv_format == KV_I8) {
-        const float *scale = (const float *)row;
-        const int8_t *kv = (const int8_t *)(row + (size_t)((hd + 31) / 32) * 4);
-        for (uint32_t b = 0; b * 32 < hd; b++) {
-            float part = 0;
-            for (uint32_t i = b * 32; i < hd && i < b * 32 + 32; i++) part += q[i] * kv[i];
-            acc += scale[b] * part;
-        }
-    } else {
-        const float *norms = (const float *)row, *lv = s->model->kv_levels;
-        const uint8_t *idx = row + (size_t)(s->hdp / ND_KV_GROUP) * 4;
-        for (uint32_t g = 0; g * ND_KV_GROUP < s->hdp; g++) {
-            float part = 0;
-            for (uint32_t i = g * ND_KV_GROUP; i < (g + 1) * ND_KV_GROUP; i++) part += lv[idx[i]] * q[i];
-            acc += norms[g] * part;
-        }
-    }
-    return acc;
-}
-
-/* acc += w * v for a cached V row (CQ rows accumulate in the rotated domain). */
-static void kv_axpy(const needle_session *s, float w, const uint8_t *row, float *acc) {
-    uint32_t hd = s->model->archive.geometry.head_dim;
-    if (s->kv_format == KV_F32) {
-        const float *v = (const float *)row;
-        for (uint32_t i = 0; i < hd; i++) acc[i] += w * v[i];
-    } else if (s->kv_format == KV_I8) {
-        const float *scale = (const float *)row;
-        const int8_t *vv = (const int8_t *)(row + (size_t)((hd + 31) / 32) * 4);
-        for (uint32_t i = 0; i < hd; i++) acc[i] += (w * scale[i / 32]) * vv[i];
-    } else {
-        const float *norms = (const float *)row, *lv = s->model->kv_levels;
-        const uint8_t *idx = row + (size_t)(s->hdp / ND_KV_GROUP) * 4;
-        for (uint32_t i = 0; i < s->hdp; i++) acc[i] += (w * norms[i / ND_KV_GROUP]) * lv[idx[i]];
-    }
+/* A CQ row in the rotated domain (levels times the fp16 norm of each 64),
+ * out[hdp]: q . k = (H64 q) . out, and values accumulate there too. */
+static void kv_decode_cq(const needle_session *s, const uint8_t *row, float *out) {
+    const float *norms = (const float *)row, *lv = s->model->kv_levels;
+    const uint8_t *idx = row + (size_t)(s->hdp / ND_KV_GROUP) * 4;
+    for (uint32_t i = 0; i < s->hdp; i++) out[i] = norms[i / ND_KV_GROUP] * lv[idx[i]];
 }
 
 /* ---- attention ------------------------------------------------------------ */
@@ -252,38 +227,85 @@ static void rope_table(needle_session *s, uint32_t p0, uint32_t T) {
     }
 }
 
-/* o[H*hd] = softmax-weighted cached values for the query q at position p:
- * the sinks, then positions p-W+1..p (spec section 3, allowed positions). */
-static void attend(needle_session *s, uint32_t layer, uint32_t p, const float *q, float *o) {
+/* The chunk's queries of kv head `kvh` in the kernels' form (query i = t *
+ * rep + r is query head kvh * rep + r at position p0 + t), with the positions
+ * each sees besides the sinks: the last W up to its own (spec section 3). */
+static void attn_queries(needle_session *s, uint32_t kvh, uint32_t p0, uint32_t T) {
     const nd_geometry *g = &s->model->archive.geometry;
-    uint32_t hd = g->head_dim, rep = g->query_heads / g->kv_heads;
-    uint32_t ns = p + 1 < s->sinks ? p + 1 : s->sinks;
-    uint32_t lo = p + 1 > s->window ? p + 1 - s->window : 0;
-    if (lo < s->sinks) lo = s->sinks;
-    uint32_t count = ns + (p + 1 > lo ? p + 1 - lo : 0);
-    float inv = (float)(1.0 / sqrt((double)hd)), *qr = s->qa, *acc = s->qa + s->hdp;
-    for (uint32_t h = 0; h < g->query_heads; h++) {
-        uint32_t kvh = h / rep;
-        memset(qr, 0, s->hdp * sizeof(float));
-        memcpy(qr, q + (size_t)h * hd, hd * sizeof(float));
-        if (s->kv_format == KV_CQ)
-            for (uint32_t b = 0; b < s->hdp; b += ND_KV_GROUP) nd_fwht(qr + b, ND_KV_GROUP);
-        float mx = -INFINITY, sum = 0;
-        for (uint32_t j = 0; j < count; j++) {
-            uint32_t pos = j < ns ? j : lo + (j - ns);
-            s->scores[j] = kv_dot(s, qr, kv_row(s, pos, layer, kvh, 0)) * inv;
-            mx = fmaxf(mx, s->scores[j]);
+    uint32_t hd = g->head_dim, hdp = s->hdp, rep = g->query_heads / g->kv_heads;
+    float inv = (float)(1.0 / sqrt((double)hd));
+    for (uint32_t t = 0; t < T; t++) {
+        uint32_t p = p0 + t, lo = p + 1 > s->window ? p + 1 - s->window : 0;
+        for (uint32_t r = 0; r < rep; r++) {
+            uint32_t i = t * rep + r;
+            const float *q = s->q + (size_t)t * g->query_heads * hd + (size_t)(kvh * rep + r) * hd;
+            s->alo[i] = lo > s->sinks ? lo : s->sinks;
+            s->ahi[i] = p;
+            if (s->kv_format == KV_I8) {
+                nd_attn_quantise(q, hd, hdp, inv, s->aq8 + (size_t)i * hdp, s->aqs + (size_t)i * (hdp / 32));
+                continue;
+            }
+            float *qa = s->aq + (size_t)i * hdp;
+            for (uint32_t k = 0; k < hdp; k++) qa[k] = k < hd ? q[k] : 0.0f;
+            if (s->kv_format == KV_CQ)
+                for (uint32_t b = 0; b < hdp; b += ND_KV_GROUP) nd_fwht(qa + b, ND_KV_GROUP);
+            for (uint32_t k = 0; k < hdp; k++) qa[k] *= inv;
         }
-        memset(acc, 0, s->hdp * sizeof(float));
-        for (uint32_t j = 0; j < count; j++) {
-            uint32_t pos = j < ns ? j : lo + (j - ns);
-            float w = expf(s->scores[j] - mx);
-            sum += w;
-            kv_axpy(s, w, kv_row(s, pos, layer, kvh, 1), acc);
+    }
+}
+
+/* Folds one run of cached rows into the queries' state; CQ rows are decoded
+ * a block at a time into f32 rows first. */
+static void attn_run(needle_session *s, const nd_kv_run *run) {
+    if (s->kv_format == KV_I8) { nd_attn_i8(&s->attn, run); return; }
+    if (s->kv_format == KV_F32) { nd_attn_f32(&s->attn, run); return; }
+    size_t f32_row = (size_t)s->hdp * sizeof(float);
+    for (uint32_t j0 = 0; j0 < run->count; j0 += ND_ATTN_BLOCK) {
+        uint32_t n = run->count - j0 < ND_ATTN_BLOCK ? run->count - j0 : ND_ATTN_BLOCK;
+        for (uint32_t j = 0; j < n; j++) {
+            kv_decode_cq(s, run->k + (size_t)(j0 + j) * run->stride, s->cq_rows + (size_t)j * 2 * s->hdp);
+            kv_decode_cq(s, run->v + (size_t)(j0 + j) * run->stride, s->cq_rows + ((size_t)j * 2 + 1) * s->hdp);
         }
-        if (s->kv_format == KV_CQ)
-            for (uint32_t b = 0; b < s->hdp; b += ND_KV_GROUP) nd_fwht(acc + b, ND_KV_GROUP);
-        for (uint32_t i = 0; i < hd; i++) o[(size_t)h * hd + i] = acc[i] / sum;
+        const uint8_t *rows = (const uint8_t *)s->cq_rows;
+        nd_kv_run dec = {rows, rows + f32_row, 2 * f32_row, run->pos + j0, n};
+        nd_attn_f32(&s->attn, &dec);
+    }
+}
+
+/* Positions [from, to] of (layer, kvh), all sinks or all in the ring: one
+ * run, or two where the ring wraps. */
+static void attn_span(needle_session *s, uint32_t layer, uint32_t kvh, uint32_t from, uint32_t to) {
+    while (from <= to) {
+        uint32_t count = to - from + 1;
+        if (from >= s->sinks && count > s->kv_cap - from % s->kv_cap) count = s->kv_cap - from % s->kv_cap;
+        nd_kv_run run = {kv_row(s, from, layer, kvh, 0), kv_row(s, from, layer, kvh, 1),
+                         2 * s->row_bytes, from, count};
+        attn_run(s, &run);
+        from += count;
+    }
+}
+
+/* o[T][H*hd] = softmax-weighted cached values for the chunk's queries: per
+ * KV head, every query of the chunk over the sinks, then the window. */
+static void attend(needle_session *s, uint32_t layer, uint32_t p0, uint32_t T) {
+    const nd_geometry *g = &s->model->archive.geometry;
+    uint32_t hd = g->head_dim, rep = g->query_heads / g->kv_heads, last = p0 + T - 1;
+    uint32_t ns = last + 1 < s->sinks ? last + 1 : s->sinks;
+    s->attn.n = rep * T;
+    for (uint32_t kvh = 0; kvh < g->kv_heads; kvh++) {
+        attn_queries(s, kvh, p0, T);
+        nd_attn_reset(&s->attn);
+        s->attn.lo = s->azero; /* a sink is visible from its own position on */
+        if (ns) attn_span(s, layer, kvh, 0, ns - 1);
+        s->attn.lo = s->alo;   /* the first query's window starts first */
+        if (s->alo[0] <= last) attn_span(s, layer, kvh, s->alo[0], last);
+        for (uint32_t i = 0; i < rep * T; i++) {
+            float *acc = s->attn.acc + (size_t)i * s->hdp; /* CQ: rotate back (linear, so before the division) */
+            if (s->kv_format == KV_CQ)
+                for (uint32_t b = 0; b < s->hdp; b += ND_KV_GROUP) nd_fwht(acc + b, ND_KV_GROUP);
+            uint32_t t = i / rep, h = kvh * rep + i % rep;
+            nd_attn_finish(&s->attn, i, hd, s->o + (size_t)t * g->query_heads * hd + (size_t)h * hd);
+        }
     }
 }
 
@@ -314,11 +336,8 @@ static void attention_block(needle_session *s, uint32_t li, uint32_t p0, uint32_
             kv_store(s, s->v + (size_t)t * kw + (size_t)h * hd, kv_row(s, p0 + t, li, h, 1));
         }
     }
-    for (uint32_t t = 0; t < T; t++) {
-        float *o = s->o + (size_t)t * qw;
-        attend(s, li, p0 + t, s->q + (size_t)t * qw, o);
-        for (uint32_t i = 0; i < qw; i++) o[i] *= sigmoidf(s->gt[(size_t)t * qw + i]);
-    }
+    attend(s, li, p0, T);
+    for (size_t i = 0; i < (size_t)T * qw; i++) s->o[i] *= sigmoidf(s->gt[i]);
     clock = stage_lap(s, NEEDLE_STAGE_ATTENTION, clock);
     matmul(s, &l->out, NULL, s->o, qw, T, s->a);
     for (uint32_t t = 0; t < T; t++) {
@@ -693,10 +712,10 @@ static int session_scratch(needle_session *s, needle_error *err) {
     if (tmp < ND_CQ_MAX_GROUP) tmp = ND_CQ_MAX_GROUP;
     float **ptr[] = {&s->x, &s->nx, &s->xr, &s->mpre, &s->mpost, &s->mres, &s->u, &s->bx, &s->h,
                      &s->a, &s->ek, &s->ev, &s->q, &s->gt, &s->o, &s->k, &s->v, &s->e,
-                     &s->keep, &s->rope, &s->tmp, &s->qa, &s->cell};
+                     &s->keep, &s->rope, &s->tmp, &s->cell};
     uint64_t len[] = {B * nd, B * nd, B * widest_input(m), B * n, B * n, B * n * n, B * d, B * d,
                       B * d, B * d, B * d, B * d, B * qw, B * qw, B * qw, B * kw, B * kw,
-                      B * width, B * tb, B * g->head_dim, tmp, 2 * (uint64_t)s->hdp, d};
+                      B * width, B * tb, B * g->head_dim, tmp, d};
     size_t total = 0;
     for (size_t i = 0; i < sizeof len / sizeof *len; i++)
         if (!add_size(&total, len[i])) return nd_fail(err, NEEDLE_E_NOMEM, "session scratch overflows");
@@ -718,21 +737,45 @@ static void *alloc_array(uint64_t count, uint64_t size) {
     return calloc(count ? (size_t)count : 1, (size_t)size);
 }
 
-/* Sink storage and the attention-score buffer for `sinks` pinned positions. */
-static int alloc_sinks(needle_session *s, uint32_t sinks, uint8_t **kv, int32_t **tok, float **scores,
-                       needle_error *err) {
+/* Sink storage for `sinks` pinned positions. */
+static int alloc_sinks(needle_session *s, uint32_t sinks, uint8_t **kv, int32_t **tok, needle_error *err) {
     *kv = alloc_array(sinks, s->slot_bytes);
     *tok = alloc_array(sinks, sizeof(int32_t));
-    *scores = alloc_array((uint64_t)sinks + s->window, sizeof(float));
-    if (*kv && *tok && *scores) {
+    if (*kv && *tok) {
         s->bytes -= s->sink_bytes;
-        s->sink_bytes = (size_t)sinks * (s->slot_bytes + sizeof(int32_t)) +
-                        ((size_t)sinks + s->window) * sizeof(float);
+        s->sink_bytes = (size_t)sinks * (s->slot_bytes + sizeof(int32_t));
         s->bytes += s->sink_bytes;
         return NEEDLE_OK;
     }
-    free(*kv), free(*tok), free(*scores);
+    free(*kv), free(*tok);
     return nd_fail(err, NEEDLE_E_NOMEM, "no memory for %u pinned positions", sinks);
+}
+
+/* The attention state of rep * ND_CHUNK queries (one KV head over a chunk),
+ * one allocation. */
+static int attn_alloc(needle_session *s, needle_error *err) {
+    const nd_geometry *g = &s->model->archive.geometry;
+    uint64_t nq = (uint64_t)(g->query_heads / g->kv_heads) * ND_CHUNK, hdp = s->hdp;
+    uint64_t floats = nq * hdp * 2 + nq * (hdp / 32 + 1) + 2 * nq + 2 * ND_ATTN_BLOCK * hdp;
+    uint64_t bytes = floats * 4 + nq * hdp * 2 + 3 * nq * 4 + nd_attn_work_bytes(s->hdp) + 16;
+    if (bytes > SIZE_MAX || !(s->attn_buf = calloc(1, (size_t)bytes)))
+        return nd_fail(err, NEEDLE_E_NOMEM, "no memory for the attention of %llu queries", (unsigned long long)nq);
+    s->bytes += (size_t)bytes;
+    float *f = s->attn_buf;
+    s->aq = f, f += nq * hdp;
+    s->attn.acc = f, f += nq * hdp;
+    s->aqs = f, f += nq * (hdp / 32 + 1);
+    s->attn.max = f, f += nq;
+    s->attn.sum = f, f += nq;
+    s->cq_rows = f, f += 2 * ND_ATTN_BLOCK * hdp;
+    s->aq8 = (int16_t *)f;
+    uint32_t *u = (uint32_t *)(s->aq8 + nq * hdp); /* nq * hdp is even: 4-byte aligned */
+    s->alo = u, s->ahi = u + nq, s->azero = u + 2 * nq;
+    uintptr_t work = (uintptr_t)(u + 3 * nq);
+    s->attn.work = (void *)((work + 15) & ~(uintptr_t)15); /* the SIMD kernels' block buffers */
+    s->attn.hdp = s->hdp;
+    s->attn.q = s->aq, s->attn.q8 = s->aq8, s->attn.qscale = s->aqs, s->attn.hi = s->ahi;
+    return NEEDLE_OK;
 }
 
 static int session_alloc(needle_session *s, needle_error *err) {
@@ -740,9 +783,10 @@ static int session_alloc(needle_session *s, needle_error *err) {
     const nd_geometry *g = &m->archive.geometry;
     uint32_t hd = g->head_dim;
     s->kv_format = g->kv_bits != 8 ? KV_CQ : s->kv_format;
-    s->hdp = s->kv_format == KV_CQ ? (hd + ND_KV_GROUP - 1) / ND_KV_GROUP * ND_KV_GROUP : hd;
-    if (s->kv_format == KV_F32) s->row_bytes = (size_t)hd * 4;
-    else if (s->kv_format == KV_I8) s->row_bytes = ((size_t)(hd + 31) / 32) * 4 + ((size_t)hd + 3) / 4 * 4;
+    uint32_t pad = s->kv_format == KV_CQ ? ND_KV_GROUP : s->kv_format == KV_I8 ? 32 : 4;
+    s->hdp = (hd + pad - 1) / pad * pad;
+    if (s->kv_format == KV_F32) s->row_bytes = (size_t)s->hdp * 4;
+    else if (s->kv_format == KV_I8) s->row_bytes = (size_t)(s->hdp / 32) * 4 + s->hdp;
     else s->row_bytes = (size_t)(s->hdp / ND_KV_GROUP) * 4 + s->hdp;
     s->slot_bytes = (size_t)g->layers * g->kv_heads * 2 * s->row_bytes;
     s->kv_cap = s->window + ND_CHUNK;
@@ -759,7 +803,8 @@ static int session_alloc(needle_session *s, needle_error *err) {
     s->bytes = (size_t)s->kv_cap * s->slot_bytes + (size_t)s->tok_cap * sizeof(int32_t) +
                ((size_t)g->site_count * s->v0_cap * g->hidden + s->pool_floats) * sizeof(float);
     pool_clear(s);
-    int rc = alloc_sinks(s, s->sinks, &s->sink, &s->sink_tok, &s->scores, err);
+    int rc = alloc_sinks(s, s->sinks, &s->sink, &s->sink_tok, err);
+    if (!rc) rc = attn_alloc(s, err);
     return rc ? rc : session_scratch(s, err);
 }
 
@@ -784,7 +829,7 @@ needle_session *needle_session_new(const needle_model *model, uint32_t window, u
 void needle_session_free(needle_session *s) {
     if (!s) return;
     free(s->ring), free(s->sink), free(s->ring_tok), free(s->sink_tok), free(s->v0);
-    free(s->pool), free(s->scores), free(s->slots), free(s->buf);
+    free(s->pool), free(s->slots), free(s->buf), free(s->attn_buf);
     free(s);
 }
 
@@ -801,18 +846,21 @@ int needle_session_set_sinks(needle_session *s, uint32_t sinks, needle_error *er
                        s->sinks, move_to - 1);
     uint8_t *kv;
     int32_t *tok;
-    float *scores;
-    int rc = alloc_sinks(s, sinks, &kv, &tok, &scores, err);
+    int rc = alloc_sinks(s, sinks, &kv, &tok, err);
     if (rc) return rc;
     if (keep > sinks) keep = sinks;
-    memcpy(kv, s->sink, (size_t)keep * s->slot_bytes);
+    uint32_t upto = keep > move_to ? keep : move_to;
+    const nd_geometry *g = &s->model->archive.geometry;
+    for (uint32_t l = 0; l < g->layers; l++) /* the rows of [0, upto): from the old sinks, then the ring */
+        for (uint32_t h = 0; h < g->kv_heads; h++)
+            for (uint32_t p = 0; p < upto; p++) {
+                size_t at = ((size_t)l * g->kv_heads + h) * sinks + p;
+                memcpy(kv + at * 2 * s->row_bytes, kv_row(s, p, l, h, 0), 2 * s->row_bytes);
+            }
     memcpy(tok, s->sink_tok, (size_t)keep * sizeof(int32_t));
-    for (uint32_t p = s->sinks; p < move_to; p++) {
-        memcpy(kv + (size_t)p * s->slot_bytes, s->ring + (size_t)(p % s->kv_cap) * s->slot_bytes, s->slot_bytes);
-        tok[p] = s->ring_tok[p % s->tok_cap];
-    }
-    free(s->sink), free(s->sink_tok), free(s->scores);
-    s->sink = kv, s->sink_tok = tok, s->scores = scores, s->sinks = sinks;
+    for (uint32_t p = s->sinks; p < move_to; p++) tok[p] = s->ring_tok[p % s->tok_cap];
+    free(s->sink), free(s->sink_tok);
+    s->sink = kv, s->sink_tok = tok, s->sinks = sinks;
     return NEEDLE_OK;
 }
 

@@ -1,0 +1,160 @@
+/* attention.c: the scalar reference of the attention kernels (see
+ * attention.h), the query quantiser and the softmax exponential they share.
+ * The SIMD128 twins in attention_simd128.c follow these loops step by step:
+ * blocks of ND_ATTN_BLOCK keys from the start of the run, per query the
+ * block's scores, its max, the rescale of the state, then keys in order. */
+#include "attention.h"
+
+#include <math.h>
+#include <string.h>
+
+size_t nd_attn_work_bytes(uint32_t hdp) {
+    /* the SIMD kernels' block buffers: K widened to i16, V as f32, two scale rows */
+    return (size_t)ND_ATTN_BLOCK * hdp * (2 + 4) + 2 * (size_t)ND_ATTN_BLOCK * (hdp / 32 + 1) * 4 + 64;
+}
+
+void nd_attn_reset(nd_attn *a) {
+    for (uint32_t i = 0; i < a->n; i++) a->max[i] = -INFINITY, a->sum[i] = 0.0f;
+    memset(a->acc, 0, (size_t)a->n * a->hdp * sizeof(float));
+}
+
+void nd_attn_finish(const nd_attn *a, uint32_t i, uint32_t hd, float *o) {
+    const float *acc = a->acc + (size_t)i * a->hdp;
+    float sum = a->sum[i];
+    for (uint32_t k = 0; k < hd; k++) o[k] = sum > 0.0f ? acc[k] / sum : 0.0f;
+}
+
+void nd_attn_quantise(const float *x, uint32_t hd, uint32_t hdp, float mul, int16_t *q8, float *qscale) {
+    for (uint32_t b = 0; b * 32 < hdp; b++) {
+        uint32_t end = b * 32 + 32 < hd ? b * 32 + 32 : hd;
+        float amax = 0.0f;
+        for (uint32_t i = b * 32; i < end; i++) amax = fmaxf(amax, fabsf(x[i]));
+        float scale = amax / 127.0f;
+        for (uint32_t i = b * 32; i < b * 32 + 32; i++) {
+            float r = i < end && amax > 0.0f ? rintf(x[i] / scale) : 0.0f;
+            q8[i] = (int16_t)(r > 127 ? 127 : r < -127 ? -127 : r);
+        }
+        qscale[b] = scale * mul;
+    }
+}
+
+/* Cody-Waite reduction x = k ln2 + r, |r| <= ln2/2, and a degree-6
+ * polynomial for exp(r) (Cephes' expf coefficients); 2^k from the exponent
+ * bits. Adding 1.5 * 2^23 rounds to an integer, half to even, in every build. */
+#define EXP_MAGIC 12582912.0f
+float nd_attn_exp(float x) {
+    if (!(x >= -87.3f)) return 0.0f;
+    float k = (x * 1.44269504088896341f + EXP_MAGIC) - EXP_MAGIC;
+    float r = (x - k * 0.693359375f) - k * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = (p * (r * r) + r) + 1.0f;
+    uint32_t bits = (uint32_t)((int32_t)k + 127) << 23;
+    float two_k;
+    memcpy(&two_k, &bits, sizeof two_k);
+    return p * two_k;
+}
+
+/* ---- the online-softmax step both kernels share ---------------------------- */
+
+/* Whether query i sees none of positions [p, p + kb). */
+static int block_hidden(const nd_attn *a, uint32_t i, uint32_t p, uint32_t kb) {
+    return p > a->hi[i] || p + kb - 1 < a->lo[i];
+}
+
+/* Raises query i's running max to cover a block whose largest score is bm,
+ * rescaling its sum and values; returns the new max. */
+static float raise_max(nd_attn *a, uint32_t i, float bm) {
+    float m = a->max[i];
+    if (!(bm > m)) return m;
+    float c = nd_attn_exp(m - bm), *acc = a->acc + (size_t)i * a->hdp;
+    a->sum[i] *= c;
+    for (uint32_t k = 0; k < a->hdp; k++) acc[k] *= c;
+    a->max[i] = bm;
+    return bm;
+}
+
+/* s[kb] scores of query i (masked ones -INFINITY) -> its block max. */
+static float mask_scores(const nd_attn *a, uint32_t i, uint32_t p, uint32_t kb, float *s) {
+    float bm = -INFINITY;
+    for (uint32_t j = 0; j < kb; j++) {
+        if (p + j < a->lo[i] || p + j > a->hi[i]) s[j] = -INFINITY;
+        bm = fmaxf(bm, s[j]);
+    }
+    return bm;
+}
+
+/* ---- int8 rows --------------------------------------------------------------- */
+
+static float dot_i8_ref(const int16_t *q, const float *qs, const uint8_t *row, uint32_t hdp) {
+    uint32_t nb = hdp / 32;
+    const float *ks = (const float *)row;
+    const int8_t *k = (const int8_t *)(row + (size_t)nb * 4);
+    float score = 0.0f;
+    for (uint32_t b = 0; b < nb; b++) {
+        int32_t isum = 0;
+        for (uint32_t i = b * 32; i < b * 32 + 32; i++) isum += q[i] * k[i];
+        score += (qs[b] * ks[b]) * (float)isum;
+    }
+    return score;
+}
+
+void nd_attn_i8_ref(nd_attn *a, const nd_kv_run *run) {
+    uint32_t hdp = a->hdp, nb = hdp / 32;
+    float s[ND_ATTN_BLOCK];
+    for (uint32_t j0 = 0; j0 < run->count; j0 += ND_ATTN_BLOCK) {
+        uint32_t kb = run->count - j0 < ND_ATTN_BLOCK ? run->count - j0 : ND_ATTN_BLOCK, p = run->pos + j0;
+        for (uint32_t i = 0; i < a->n; i++) {
+            if (block_hidden(a, i, p, kb)) continue;
+            for (uint32_t j = 0; j < kb; j++)
+                s[j] = dot_i8_ref(a->q8 + (size_t)i * hdp, a->qscale + (size_t)i * nb,
+                                  run->k + (j0 + j) * run->stride, hdp);
+            float bm = mask_scores(a, i, p, kb, s);
+            if (bm == -INFINITY) continue;
+            float mx = raise_max(a, i, bm), *acc = a->acc + (size_t)i * hdp;
+            for (uint32_t j = 0; j < kb; j++) {
+                if (s[j] == -INFINITY) continue;
+                float w = nd_attn_exp(s[j] - mx);
+                const uint8_t *row = run->v + (j0 + j) * run->stride;
+                const float *vs = (const float *)row;
+                const int8_t *v = (const int8_t *)(row + (size_t)nb * 4);
+                a->sum[i] += w;
+                for (uint32_t k = 0; k < hdp; k++) acc[k] += (w * vs[k / 32]) * (float)v[k];
+            }
+        }
+    }
+}
+
+/* ---- f32 rows ---------------------------------------------------------------- */
+
+void nd_attn_f32_ref(nd_attn *a, const nd_kv_run *run) {
+    uint32_t hdp = a->hdp;
+    float s[ND_ATTN_BLOCK];
+    for (uint32_t j0 = 0; j0 < run->count; j0 += ND_ATTN_BLOCK) {
+        uint32_t kb = run->count - j0 < ND_ATTN_BLOCK ? run->count - j0 : ND_ATTN_BLOCK, p = run->pos + j0;
+        for (uint32_t i = 0; i < a->n; i++) {
+            if (block_hidden(a, i, p, kb)) continue;
+            const float *q = a->q + (size_t)i * hdp;
+            for (uint32_t j = 0; j < kb; j++) {
+                const float *k = (const float *)(run->k + (j0 + j) * run->stride);
+                float dot = 0.0f;
+                for (uint32_t c = 0; c < hdp; c++) dot += q[c] * k[c];
+                s[j] = dot;
+            }
+            float bm = mask_scores(a, i, p, kb, s);
+            if (bm == -INFINITY) continue;
+            float mx = raise_max(a, i, bm), *acc = a->acc + (size_t)i * hdp;
+            for (uint32_t j = 0; j < kb; j++) {
+                if (s[j] == -INFINITY) continue;
+                float w = nd_attn_exp(s[j] - mx);
+                const float *v = (const float *)(run->v + (j0 + j) * run->stride);
+                a->sum[i] += w;
+                for (uint32_t k = 0; k < hdp; k++) acc[k] += w * v[k];
+            }
+        }
+    }
+}

@@ -1,0 +1,227 @@
+/* test_attention.c: the attention kernels (src/attention.c, and their
+ * SIMD128 twins in the WASI build) against a float64 softmax attention over
+ * the same stored rows, on many head dims, query counts, run lengths, runs
+ * and visibility windows; the int8 SIMD kernel must equal the scalar one bit
+ * for bit, the f32 one up to summation order. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "attention.h"
+#include "check.h"
+
+static uint32_t rng_state = 12345;
+static float frand(void) { /* uniform in [-1, 1) */
+    rng_state = rng_state * 1664525u + 1013904223u;
+    return (float)(rng_state >> 8) / 8388608.0f - 1.0f;
+}
+static uint32_t urand(uint32_t n) {
+    rng_state = rng_state * 1664525u + 1013904223u;
+    return (rng_state >> 8) % n;
+}
+
+/* One int8 row (format of attention.h) of x[hd], padded to hdp. */
+static void store_i8(const float *x, uint32_t hd, uint32_t hdp, uint8_t *row) {
+    uint32_t nb = hdp / 32;
+    int8_t *q = (int8_t *)(row + nb * 4);
+    for (uint32_t b = 0; b < nb; b++) {
+        float amax = 0, scale;
+        for (uint32_t i = b * 32; i < b * 32 + 32 && i < hd; i++) amax = fmaxf(amax, fabsf(x[i]));
+        scale = amax / 127.0f;
+        memcpy(row + 4 * b, &scale, 4);
+        for (uint32_t i = b * 32; i < b * 32 + 32; i++) q[i] = i < hd && amax > 0 ? (int8_t)rintf(x[i] / scale) : 0;
+    }
+}
+
+/* Value k of a stored row as the kernels read it. */
+static double row_value(const uint8_t *row, int i8, uint32_t hdp, uint32_t k) {
+    float f;
+    if (!i8) { memcpy(&f, row + 4 * k, 4); return f; }
+    memcpy(&f, row + 4 * (k / 32), 4);
+    return (double)f * ((const int8_t *)(row + hdp / 32 * 4))[k];
+}
+
+typedef struct {
+    uint32_t hd, hdp, n, runs, count[3], pos[3];
+    int i8;
+    uint8_t *rows[3];   /* per run: [count][2][row] (K then V of each position) */
+    size_t row_bytes;
+    float *q, *qscale;  /* [n][hdp], [n][hdp/32] */
+    int16_t *q8;
+    uint32_t *lo, *hi;
+} scene;
+
+static void make_scene(scene *sc, uint32_t hd, uint32_t n, int i8, const uint32_t *count, uint32_t runs) {
+    memset(sc, 0, sizeof *sc);
+    sc->hd = hd, sc->n = n, sc->i8 = i8, sc->runs = runs;
+    sc->hdp = i8 ? (hd + 31) / 32 * 32 : (hd + 3) / 4 * 4;
+    sc->row_bytes = i8 ? sc->hdp / 32 * 4 + sc->hdp : sc->hdp * 4;
+    float *x = calloc(sc->hdp, sizeof(float));
+    uint32_t pos = urand(5), mul = 1 + urand(3); /* larger magnitudes sharpen the softmax */
+    for (uint32_t r = 0; r < runs; r++) {
+        sc->count[r] = count[r], sc->pos[r] = pos;
+        pos += count[r] + urand(3);
+        sc->rows[r] = calloc((size_t)count[r] * 2 + 1, sc->row_bytes);
+        for (uint32_t j = 0; j < 2 * count[r]; j++) {
+            uint8_t *row = sc->rows[r] + j * sc->row_bytes;
+            memset(x, 0, sc->hdp * sizeof(float));
+            for (uint32_t k = 0; k < hd; k++) x[k] = frand() * (float)mul;
+            if (i8) store_i8(x, hd, sc->hdp, row);
+            else memcpy(row, x, sc->hdp * sizeof(float));
+        }
+    }
+    sc->q = calloc((size_t)n * sc->hdp, sizeof(float));
+    sc->q8 = calloc((size_t)n * sc->hdp, sizeof(int16_t));
+    sc->qscale = calloc((size_t)n * (sc->hdp / 32 + 1), sizeof(float));
+    sc->lo = calloc(n, sizeof(uint32_t));
+    sc->hi = calloc(n, sizeof(uint32_t));
+    float mul_q = 1.0f / sqrtf((float)hd);
+    for (uint32_t i = 0; i < n; i++) {
+        float *q = sc->q + (size_t)i * sc->hdp;
+        for (uint32_t k = 0; k < hd; k++) q[k] = frand() * 3.0f;
+        if (i8) nd_attn_quantise(q, hd, sc->hdp, mul_q, sc->q8 + (size_t)i * sc->hdp, sc->qscale + (size_t)i * (sc->hdp / 32));
+        for (uint32_t k = 0; k < hd; k++) q[k] *= mul_q;
+        /* a window [lo, hi] somewhere over the positions, sometimes empty */
+        sc->lo[i] = urand(pos + 2);
+        sc->hi[i] = urand(4) == 0 ? pos + 5 : sc->lo[i] + urand(pos + 2);
+    }
+    free(x);
+}
+
+static void free_scene(scene *sc) {
+    for (uint32_t r = 0; r < sc->runs; r++) free(sc->rows[r]);
+    free(sc->q), free(sc->q8), free(sc->qscale), free(sc->lo), free(sc->hi);
+}
+
+/* o[n][hd] by every kernel in `which` (0 ref, 1 the dispatched one). */
+static void run_kernel(const scene *sc, int which, float *o) {
+    float *mx = malloc(sc->n * sizeof(float)), *sum = malloc(sc->n * sizeof(float));
+    float *acc = malloc((size_t)sc->n * sc->hdp * sizeof(float));
+    void *work = aligned_alloc(16, (nd_attn_work_bytes(sc->hdp) + 15) / 16 * 16);
+    nd_attn a = {.n = sc->n, .hdp = sc->hdp, .q = sc->q, .q8 = sc->q8, .qscale = sc->qscale,
+                 .lo = sc->lo, .hi = sc->hi, .max = mx, .sum = sum, .acc = acc, .work = work};
+    nd_attn_reset(&a);
+    for (uint32_t r = 0; r < sc->runs; r++) {
+        nd_kv_run run = {sc->rows[r], sc->rows[r] + sc->row_bytes, 2 * sc->row_bytes, sc->pos[r], sc->count[r]};
+        if (sc->i8) (which ? nd_attn_i8 : nd_attn_i8_ref)(&a, &run);
+        else (which ? nd_attn_f32 : nd_attn_f32_ref)(&a, &run);
+    }
+    for (uint32_t i = 0; i < sc->n; i++) nd_attn_finish(&a, i, sc->hd, o + (size_t)i * sc->hd);
+    free(mx), free(sum), free(acc), free(work);
+}
+
+/* The float64 attention of query i over the stored rows; returns max |o|. */
+static double reference(const scene *sc, uint32_t i, double *o) {
+    double m = -INFINITY, sum = 0, big = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (uint32_t k = 0; k < sc->hd; k++) o[k] = 0;
+        for (uint32_t r = 0; r < sc->runs; r++)
+            for (uint32_t j = 0; j < sc->count[r]; j++) {
+                uint32_t p = sc->pos[r] + j;
+                if (p < sc->lo[i] || p > sc->hi[i]) continue;
+                const uint8_t *kr = sc->rows[r] + 2 * j * sc->row_bytes, *vr = kr + sc->row_bytes;
+                double s = 0;
+                for (uint32_t k = 0; k < sc->hd; k++) {
+                    double q = sc->i8 ? (double)sc->q8[(size_t)i * sc->hdp + k] * sc->qscale[(size_t)i * (sc->hdp / 32) + k / 32]
+                                      : sc->q[(size_t)i * sc->hdp + k];
+                    s += q * row_value(kr, sc->i8, sc->hdp, k);
+                }
+                if (pass == 0) { m = fmax(m, s); continue; }
+                double w = exp(s - m);
+                sum += w;
+                for (uint32_t k = 0; k < sc->hd; k++) o[k] += w * row_value(vr, sc->i8, sc->hdp, k);
+            }
+    }
+    for (uint32_t k = 0; k < sc->hd; k++) o[k] = sum > 0 ? o[k] / sum : 0;
+    for (uint32_t r = 0; r < sc->runs; r++) /* the largest stored value: the scale of any output */
+        for (uint32_t j = 0; j < sc->count[r]; j++)
+            for (uint32_t k = 0; k < sc->hd; k++)
+                big = fmax(big, fabs(row_value(sc->rows[r] + (2 * j + 1) * sc->row_bytes, sc->i8, sc->hdp, k)));
+    return big > 0 ? big : 1;
+}
+
+static void check_scene(uint32_t hd, uint32_t n, int i8, const uint32_t *count, uint32_t runs) {
+    scene sc;
+    make_scene(&sc, hd, n, i8, count, runs);
+    float *ref = calloc((size_t)n * hd, sizeof(float)), *fast = calloc((size_t)n * hd, sizeof(float));
+    double *want = calloc(hd, sizeof(double));
+    run_kernel(&sc, 0, ref);
+    run_kernel(&sc, 1, fast);
+    double worst = 0, worst_fast = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        double scale = reference(&sc, i, want);
+        for (uint32_t k = 0; k < hd; k++) {
+            worst = fmax(worst, fabs(ref[(size_t)i * hd + k] - want[k]) / scale);
+            worst_fast = fmax(worst_fast, fabs(fast[(size_t)i * hd + k] - want[k]) / scale);
+            if (i8) CHECK(ref[(size_t)i * hd + k] == fast[(size_t)i * hd + k], "hd %u n %u query %u value %u: %g != %g",
+                          hd, n, i, k, ref[(size_t)i * hd + k], fast[(size_t)i * hd + k]);
+        }
+    }
+    CHECK(worst < 2e-5, "ref: hd %u n %u i8 %d runs %u: error %g", hd, n, i8, runs, worst);
+    CHECK(worst_fast < 2e-5, "kernel: hd %u n %u i8 %d runs %u: error %g", hd, n, i8, runs, worst_fast);
+    free(ref), free(fast), free(want);
+    free_scene(&sc);
+}
+
+static void test_shapes(void) {
+    const uint32_t hds[] = {2, 8, 16, 30, 32, 64, 96, 128};
+    const uint32_t ns[] = {1, 2, 5, 33};
+    const uint32_t counts[][3] = {{1, 0, 0}, {3, 0, 0}, {16, 0, 0}, {17, 0, 0}, {40, 0, 0},
+                                  {300, 0, 0}, {3, 250, 7}, {16, 33, 1}};
+    for (int i8 = 0; i8 < 2; i8++)
+        for (size_t h = 0; h < sizeof hds / sizeof *hds; h++)
+            for (size_t n = 0; n < sizeof ns / sizeof *ns; n++)
+                for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
+                    uint32_t runs = counts[c][2] ? 3 : counts[c][1] ? 2 : 1;
+                    check_scene(hds[h], ns[n], i8, counts[c], runs);
+                }
+}
+
+/* A query that sees no key gets zeros; the state stays empty. */
+static void test_nothing_visible(void) {
+    const uint32_t count[] = {20};
+    scene sc;
+    make_scene(&sc, 64, 3, 1, count, 1);
+    for (uint32_t i = 0; i < 3; i++) sc.lo[i] = 100, sc.hi[i] = 200;
+    float o[3 * 64];
+    for (int which = 0; which < 2; which++) {
+        memset(o, 0x7f, sizeof o);
+        run_kernel(&sc, which, o);
+        for (uint32_t k = 0; k < 3 * 64; k++) CHECK(o[k] == 0.0f, "kernel %d value %u is %g", which, k, o[k]);
+    }
+    free_scene(&sc);
+}
+
+static void test_exp(void) {
+    double worst = 0;
+    for (int i = 0; i <= 200000; i++) {
+        float x = -87.3f * (float)i / 200000.0f;
+        double want = exp((double)x), got = nd_attn_exp(x);
+        worst = fmax(worst, fabs(got - want) / want);
+    }
+    CHECK(worst < 3e-7, "nd_attn_exp relative error %g", worst);
+    CHECK(nd_attn_exp(0.0f) == 1.0f, "exp(0) = %g", nd_attn_exp(0.0f));
+    CHECK(nd_attn_exp(-INFINITY) == 0.0f, "exp(-inf) = %g", nd_attn_exp(-INFINITY));
+    CHECK(nd_attn_exp(-100.0f) == 0.0f, "exp(-100) = %g", nd_attn_exp(-100.0f));
+}
+
+static void test_quantise(void) {
+    float x[70];
+    int16_t q[96];
+    float qs[3];
+    for (uint32_t k = 0; k < 70; k++) x[k] = frand() * (k < 32 ? 0.01f : 5.0f);
+    nd_attn_quantise(x, 70, 96, 0.5f, q, qs);
+    for (uint32_t k = 0; k < 96; k++) {
+        CHECK(q[k] >= -127 && q[k] <= 127, "q[%u] = %d", k, q[k]);
+        if (k >= 70) { CHECK(q[k] == 0, "padding q[%u] = %d", k, q[k]); continue; }
+        double back = (double)q[k] * qs[k / 32] / 0.5;
+        CHECK(fabs(back - x[k]) <= qs[k / 32] / 0.5 * 0.5001, "x[%u] %g back %g", k, x[k], back);
+    }
+}
+
+int main(void) {
+    RUN(test_exp);
+    RUN(test_quantise);
+    RUN(test_nothing_visible);
+    RUN(test_shapes);
+    return check_report();
+}
