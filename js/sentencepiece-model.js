@@ -63,7 +63,7 @@ class ProtoReader {
     return view;
   }
 
-  skip(wire) {
+  skipField(wire) {
     if (wire === 0) this.varint();
     else if (wire === 1) this.pos += 8;
     else if (wire === 2) this.span();
@@ -76,7 +76,7 @@ class ProtoReader {
   forEach(visit) {
     while (!this.done()) {
       const { field, wire } = this.key();
-      if (!visit.call(this, field, wire)) this.skip(wire);
+      if (!visit.call(this, field, wire)) this.skipField(wire);
     }
   }
 }
