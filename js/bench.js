@@ -190,6 +190,52 @@ function maskLatency(model, opts) {
   return { median: median(times), p99: quantile(times, 0.99), count: times.length };
 }
 
+const argmax = (v) => {
+  let best = 0;
+  for (let i = 1; i < v.length; i++) if (v[i] > v[best]) best = i;
+  return best;
+};
+
+/** Greedy decode tok/s at 64 tokens of context with the call grammar's mask on
+ *  every step, and without it, measured in one run. */
+function constrainedDecode(model, opts) {
+  const { engine } = model;
+  const { x } = engine;
+  const end = model.pieceId('</tool_call>');
+  const grammar = end < 0 ? 0
+    : engine.withString(TOOLS, (ptr, len) => x.needle_grammar_new(model.tokenizer, ptr, len, end, engine.err));
+  if (!grammar) return { reason: 'no call grammar for this archive' };
+  const V = model.vocabulary;
+  const logits = engine.malloc(V * 4);
+  const session = model.session();
+  const steps = opts.decodeSteps * 4;
+  const run = (constrained) => {
+    let row = session.feed(tokenIds(64, V, 64))[0];
+    const t0 = performance.now();
+    for (let i = 0; i < steps; i++) {
+      let id = argmax(row);
+      if (constrained) {
+        engine.f32(logits, V).set(row);
+        x.needle_grammar_mask(grammar, logits);
+        id = argmax(engine.f32(logits, V));
+        engine.check(x.needle_grammar_accept(grammar, id, engine.err));
+        if (x.needle_grammar_done(grammar)) x.needle_grammar_reset(grammar);
+      }
+      row = session.feed([id])[0];
+    }
+    const tps = steps / ((performance.now() - t0) / 1000);
+    rewind(session, 0);
+    return tps;
+  };
+  try {
+    return { constrained: run(true), unconstrained: run(false) };
+  } finally {
+    session.free();
+    engine.x.free(logits);
+    x.needle_grammar_free(grammar);
+  }
+}
+
 /** Decode tok/s at 64 tokens of context of every other shipped, built variant
  *  this host runs (the same code without SIMD, for instance). */
 async function otherVariants(bytes, chosen, features, opts) {
@@ -270,6 +316,9 @@ export async function runBench({ file, quick = false, progress = () => {} } = {}
     progress('grammar masks');
     const mask = maskLatency(model, opts);
     if (mask.reason) nulls.mask_us_median = nulls.mask_us_p99 = mask.reason;
+    progress('constrained decode');
+    const constrained = constrainedDecode(model, opts);
+    if (constrained.reason) nulls.constrained_decode_tps = constrained.reason;
     progress('other engine variants');
     const variants = { [variant]: decodeTps.ctx64.t1, ...(await otherVariants(bytes, variant, features, opts)) };
     const geometry = ['vocabulary', 'hidden', 'layers', 'lanes', 'kvWindow', 'kvBits']
@@ -284,6 +333,8 @@ export async function runBench({ file, quick = false, progress = () => {} } = {}
       peak_memory_mb: round(peakMemoryMb, 1),
       mask_us_median: mask.reason ? null : round(mask.median, 1),
       mask_us_p99: mask.reason ? null : round(mask.p99, 1),
+      constrained_decode_tps: constrained.reason ? null
+        : { constrained: round(constrained.constrained), unconstrained: round(constrained.unconstrained) },
       wasm_bytes: await wasmSizes(),
       decode_tps_ctx64_by_variant: variants,
       host: {
@@ -328,6 +379,7 @@ export function formatBench(r) {
     '',
     `peak wasm memory, 1000-token conversation: ${r.peak_memory_mb} MB`,
     `grammar mask: median ${num(r.mask_us_median, 0)} us, p99 ${num(r.mask_us_p99, 0)} us`,
+    `greedy decode tok/s at context 64: constrained ${num(r.constrained_decode_tps?.constrained, 1)}, unconstrained ${num(r.constrained_decode_tps?.unconstrained, 1)}`,
     `wasm modules: ${Object.entries(r.wasm_bytes).map(([f, b]) => `${f} ${b} bytes`).join(', ')}`,
     `decode tok/s at context 64 by engine variant: ${Object.entries(r.decode_tps_ctx64_by_variant)
       .map(([v, tps]) => `${v} ${tps}`).join(', ')}`,
