@@ -87,6 +87,10 @@ void nd_cqt_gemv_ref(const nd_cq *m, const float *xr, float *y) {
     }
 }
 
+void nd_cqt_gemm_ref(const nd_cq *m, const float *xr, uint32_t n, float *y) {
+    for (uint32_t t = 0; t < n; t++) nd_cqt_gemv_ref(m, xr + (size_t)t * nd_cq_padded(m), y + (size_t)t * m->rows);
+}
+
 /* ---- int8 tables -------------------------------------------------------- */
 
 /* Codes of one group: two 2-bit indices or one 4-bit index each. */
@@ -147,6 +151,30 @@ void nd_cqt_gemv_lut_ref(const nd_cq *m, const float *xr, float *y) {
     }
 }
 
+int nd_cq_lut_shared(const nd_cq *a, const nd_cq *b) {
+    return a->group == b->group && a->groups == b->groups && a->bits == b->bits &&
+           memcmp(a->levels, b->levels, (sizeof *a->levels << a->bits)) == 0;
+}
+
+void nd_cq_lut_build_ref(const nd_cq *m, const float *xr, int8_t *tables, float *scales) {
+    size_t step = (size_t)codes_per_group(m) * 16;
+    for (uint32_t g = 0; g < m->groups; g++) scales[g] = tables_ref(m, xr + (size_t)g * m->group, tables + g * step);
+}
+
+/* nd_cqt_gemv_lut_ref with the tables of each group read instead of built. */
+void nd_cqt_gemv_lut_tables_ref(const nd_cq *m, const int8_t *tables, const float *scales, float *y) {
+    uint32_t rows = m->tiles * ND_CQ_TILE, codes = codes_per_group(m);
+    memset(y, 0, rows * sizeof(float));
+    for (uint32_t g = 0; g < m->groups; g++) {
+        const int8_t *tb = tables + (size_t)g * codes * 16;
+        for (uint32_t r = 0; r < rows; r++) {
+            int32_t sum = 0;
+            for (uint32_t j = 0; j < codes; j++) sum += tb[j * 16 + code_at(m, r, g, j)];
+            y[r] += (nd_cqt_norm(m, r, g) * scales[g]) * (float)sum;
+        }
+    }
+}
+
 void nd_cqt_gemm_lut_ref(const nd_cq *m, const float *xr, uint32_t n, float *y) {
     for (uint32_t t = 0; t < n; t++)
         nd_cqt_gemv_lut_ref(m, xr + (size_t)t * nd_cq_padded(m), y + (size_t)t * m->rows);
@@ -171,10 +199,14 @@ void nd_cq_gather(const nd_cq *m, uint32_t row, float *out, float *scratch) {
 
 #ifdef ND_SIMD128
 #define CQT_GEMV nd_cqt_gemv_simd128
+#define CQT_GEMM nd_cqt_gemm_simd128
 #define CQT_GEMV_LUT nd_cqt_gemv_lut_simd128
 #define CQT_GEMM_LUT nd_cqt_gemm_lut_simd128
+#define CQT_GEMV_LUT_TABLES nd_cqt_gemv_lut_tables_simd128
 #else
+#define CQT_GEMV_LUT_TABLES nd_cqt_gemv_lut_tables_ref
 #define CQT_GEMV nd_cqt_gemv_ref
+#define CQT_GEMM nd_cqt_gemm_ref
 #define CQT_GEMV_LUT nd_cqt_gemv_lut_ref
 #define CQT_GEMM_LUT nd_cqt_gemm_lut_ref
 #endif
@@ -188,10 +220,16 @@ void nd_cq_matmul(const nd_cq *m, const float *xr, uint32_t n, float *y, int fas
     size_t padded = nd_cq_padded(m);
     if (fast && n == 1) CQT_GEMV_LUT(m, xr, y);
     else if (fast) CQT_GEMM_LUT(m, xr, n, y);
-    else
-        for (uint32_t t = 0; t < n; t++) CQT_GEMV(m, xr + t * padded, y + (size_t)t * m->rows);
+    else if (n == 1) CQT_GEMV(m, xr, y);
+    else CQT_GEMM(m, xr, n, y);
     nd_cq tail = tail_view(m);
     if (tail.rows)
         for (uint32_t t = 0; t < n; t++)
             nd_cq_gemv(&tail, xr + t * padded, y + (size_t)t * m->rows + m->tiles * ND_CQ_TILE);
+}
+
+void nd_cq_matvec_lut(const nd_cq *m, const float *xr, const int8_t *tables, const float *scales, float *y) {
+    CQT_GEMV_LUT_TABLES(m, tables, scales, y);
+    nd_cq tail = tail_view(m);
+    if (tail.rows) nd_cq_gemv(&tail, xr, y + m->tiles * ND_CQ_TILE);
 }

@@ -90,6 +90,66 @@ void nd_cqt_gemv_simd128(const nd_cq *m, const float *xr, float *y) {
     }
 }
 
+/* d[k][16 rows] += levels(idx) * x[k * stride] for `tokens` activations:
+ * one lookup, then mac16's products per activation. */
+INLINE void mac16_n(const level_planes *lp, v128_t idx, const float *x, size_t stride, uint32_t tokens,
+                    v128_t d[][4]) {
+    v128_t l[4];
+    nd_lookup16(lp, idx, l);
+    for (uint32_t k = 0; k < tokens; k++) {
+        v128_t xs = wasm_f32x4_splat(x[k * stride]);
+        for (int q = 0; q < 4; q++) d[k][q] = wasm_f32x4_add(d[k][q], wasm_f32x4_mul(l[q], xs));
+    }
+}
+
+/* exact_group for `tokens` activations stride floats apart. */
+INLINE void exact_group_n(const nd_cq *m, const level_planes *lp, const uint8_t *c, const float *x,
+                          size_t stride, uint32_t tokens, v128_t d[][4]) {
+    uint32_t bytes = m->group * m->bits / 8, per = 8 / m->bits;
+    const v128_t mask = wasm_i8x16_splat(m->bits == 2 ? 3 : 15);
+    for (uint32_t k = 0; k < tokens; k++)
+        for (int q = 0; q < 4; q++) d[k][q] = wasm_f32x4_splat(0.0f);
+    for (uint32_t b = 0; b < bytes; b++, x += per) {
+        v128_t v = wasm_v128_load(c + (size_t)b * ND_CQ_TILE);
+        for (uint32_t i = 0; i < per; i++)
+            mac16_n(lp, wasm_v128_and(wasm_u16x8_shr(v, i * m->bits), mask), x + i, stride, tokens, d);
+    }
+}
+
+/* Tile t for `tokens` activations from x0 (stride floats apart): y rows of
+ * each activation at stride m->rows. */
+INLINE void exact_tile_n(const nd_cq *m, const level_planes *lp, uint32_t t, const float *x0, size_t stride,
+                         uint32_t tokens, float *y) {
+    v128_t acc[TOKENS][4], d[TOKENS][4], nv[4];
+    for (uint32_t k = 0; k < tokens; k++)
+        for (int q = 0; q < 4; q++) acc[k][q] = wasm_f32x4_splat(0.0f);
+    for (uint32_t g = 0; g < m->groups; g++) {
+        exact_group_n(m, lp, tile_codes(m, t, g), x0 + (size_t)g * m->group, stride, tokens, d);
+        norms16(tile_norms(m, t, g), nv);
+        for (uint32_t k = 0; k < tokens; k++)
+            for (int q = 0; q < 4; q++) acc[k][q] = wasm_f32x4_add(acc[k][q], wasm_f32x4_mul(nv[q], d[k][q]));
+    }
+    for (uint32_t k = 0; k < tokens; k++)
+        for (int q = 0; q < 4; q++)
+            wasm_v128_store(y + (size_t)k * m->rows + (size_t)t * ND_CQ_TILE + 4 * q, acc[k][q]);
+}
+
+/* TOKENS activations per decoded index vector; per activation the products
+ * and order of nd_cqt_gemv_simd128 (so of nd_cqt_gemv_ref). */
+void nd_cqt_gemm_simd128(const nd_cq *m, const float *xr, uint32_t n, float *y) {
+    level_planes lp = nd_level_planes_of(m);
+    size_t padded = nd_cq_padded(m);
+    for (uint32_t t0 = 0; t0 < n; t0 += TOKENS) {
+        uint32_t count = n - t0 < TOKENS ? n - t0 : TOKENS;
+        const float *x0 = xr + t0 * padded;
+        float *y0 = y + (size_t)t0 * m->rows;
+        /* Constant token counts, so each copy keeps its sums in registers. */
+        for (uint32_t t = 0; t < m->tiles; t++)
+            if (count == TOKENS) exact_tile_n(m, &lp, t, x0, padded, TOKENS, y0);
+            else for (uint32_t k = 0; k < count; k++) exact_tile_n(m, &lp, t, x0 + k * padded, padded, 1, y0 + (size_t)k * m->rows);
+    }
+}
+
 /* ---- int8 tables -------------------------------------------------------- */
 
 static float hmax(v128_t v) {
@@ -224,6 +284,20 @@ void nd_cqt_gemv_lut_simd128(const nd_cq *m, const float *xr, float *y) {
         float scale = tables(m, lmax, xr + (size_t)g * m->group, tb, xs);
         lut_group(m, g, tb, 0, &scale, 1, y);
     }
+}
+
+void nd_cq_lut_build_simd128(const nd_cq *m, const float *xr, int8_t *tb, float *scales) {
+    _Alignas(16) float xs[ND_CQ_MAX_GROUP];
+    float lmax = level_max(m);
+    size_t step = (size_t)m->group * m->bits / 4 * 16;
+    for (uint32_t g = 0; g < m->groups; g++)
+        scales[g] = tables(m, lmax, xr + (size_t)g * m->group, tb + g * step, xs);
+}
+
+void nd_cqt_gemv_lut_tables_simd128(const nd_cq *m, const int8_t *tb, const float *scales, float *y) {
+    size_t step = (size_t)m->group * m->bits / 4 * 16;
+    memset(y, 0, (size_t)m->tiles * ND_CQ_TILE * sizeof(float));
+    for (uint32_t g = 0; g < m->groups; g++) lut_group(m, g, tb + g * step, 0, &scales[g], 1, y);
 }
 
 void nd_cqt_gemm_lut_simd128(const nd_cq *m, const float *xr, uint32_t n, float *y) {

@@ -27,6 +27,7 @@
 #include "platform.h"
 
 #define ND_CHUNK 16u /* positions per prefill GEMM: bounds the scratch memory */
+#define ND_LUT_MIN_TILES 8u /* fewest 16-row tiles the int8 table kernels run on */
 
 enum { KV_F32, KV_I8, KV_CQ };
 
@@ -50,6 +51,8 @@ struct needle_session {
     /* scratch, one allocation: see session_scratch() */
     float *buf, *x, *nx, *xr, *mpre, *mpost, *mres, *u, *bx, *h, *a, *ek, *ev;
     float *q, *gt, *o, *k, *v, *e, *keep, *rope, *tmp, *cell;
+    float *lut, *lut_scale;       /* int8 tables of s->xr (16 bytes a float) and their scales */
+    const nd_cq *lut_of;          /* the matrix they were built for, NULL: none for this xr */
     /* the queries of one KV head over a chunk (rep * ND_CHUNK): see attn_alloc() */
     nd_attn attn;
     void *attn_buf;
@@ -107,6 +110,32 @@ static void sinkhorn(double *A, uint32_t n) {
     for (uint32_t i = 0; i < n * n; i++) A[i] = exp(A[i]);
 }
 
+/* sinkhorn's result by matrix scaling, for fast mode: P = exp(A - max A),
+ * then 20 rounds of dividing each row, then each column, by its sum. That is
+ * the log-space iteration (subtracting a logsumexp divides the exps by their
+ * sum) with 16 exp instead of ~800 exp and log; in double it stays within
+ * ~1e-15 of it. While A spans at most 200 no entry can come near underflow;
+ * a wider (or non-finite) A runs the log-space form. */
+static void sinkhorn_scaled(double *A, uint32_t n) {
+    double hi = -INFINITY, lo = INFINITY;
+    for (uint32_t i = 0; i < n * n; i++) hi = fmax(hi, A[i]), lo = fmin(lo, A[i]);
+    if (!(hi - lo <= 200.0)) {
+        sinkhorn(A, n);
+        return;
+    }
+    for (uint32_t i = 0; i < n * n; i++) A[i] = exp(A[i] - hi);
+    for (int it = 0; it < 20; it++) {
+        for (int pass = 0; pass < 2; pass++) {
+            for (uint32_t r = 0; r < n; r++) {
+                size_t step = pass ? n : 1, at = pass ? r : (size_t)r * n;
+                double sum = 0;
+                for (uint32_t c = 0; c < n; c++) sum += A[at + c * step];
+                for (uint32_t c = 0; c < n; c++) A[at + c * step] /= sum;
+            }
+        }
+    }
+}
+
 /* The CQ level nearest to u (levels sorted ascending), ties to the lower one,
  * exactly as a searchsorted over the levels decides it. */
 static uint8_t nearest_level(float u, const float *lv, uint32_t count) {
@@ -121,13 +150,30 @@ static uint8_t nearest_level(float u, const float *lv, uint32_t count) {
 
 /* y[T][m->rows] = m x[t] for T activations at stride `stride`. The rotation
  * into s->xr is skipped when `prev` (the matrix last rotated for, over the
- * same x) has the same group and width, so q/k/v/gate share one rotation. */
+ * same x) has the same group and width, so q/k/v/gate share one rotation;
+ * in fast mode one decoded token also shares the int8 tables of that
+ * rotation between matrices with the same levels (building them costs about
+ * a third of a 512-row GEMV). */
 static const nd_cq *matmul(needle_session *s, const nd_cq *m, const nd_cq *prev, const float *x,
                            size_t stride, uint32_t T, float *y) {
     uint32_t pad = nd_cq_padded(m);
-    if (!prev || prev->group != m->group || prev->cols != m->cols)
+    if (!prev || prev->group != m->group || prev->cols != m->cols) {
         for (uint32_t t = 0; t < T; t++) nd_cq_rotate(m, x + t * stride, s->xr + (size_t)t * pad);
-    nd_cq_matmul(m, s->xr, T, y, !s->exact); /* fast mode: int8 tables on tiled matrices */
+        s->lut_of = NULL;
+    }
+    /* Fast mode: int8 tables on tiled matrices of 8 tiles or more; on fewer
+     * (the mHC Phi_res tile) the exact f32 kernel beats building the tables. */
+    int fast = !s->exact && m->tiles >= ND_LUT_MIN_TILES;
+    if (!fast || T != 1) {
+        nd_cq_matmul(m, s->xr, T, y, fast);
+        return m;
+    }
+    int8_t *tables = (int8_t *)s->lut;
+    if (!s->lut_of || !nd_cq_lut_shared(s->lut_of, m)) {
+        nd_cq_lut_build(m, s->xr, tables, s->lut_scale);
+        s->lut_of = m;
+    }
+    nd_cq_matvec_lut(m, s->xr, tables, s->lut_scale, y);
     return m;
 }
 
@@ -515,7 +561,8 @@ static void mhc_post(needle_session *s, const nd_layer *l, uint32_t li, uint32_t
                                        (a == c ? 0.0f : -4.0f));
         for (uint32_t i = 0; i < n * n; i++)
             R[i] = (double)(l->a_res * s->mres[(size_t)t * n * n + i] + l->b_res[i]);
-        sinkhorn(R, n);
+        if (s->exact) sinkhorn(R, n); /* the spec's log-space iteration, as written */
+        else sinkhorn_scaled(R, n);
         for (uint32_t a = 0; a < n; a++) {
             float *out = s->tmp + (size_t)a * d;
             for (uint32_t i = 0; i < d; i++) out[i] = hpost[a] * y[i];
@@ -712,10 +759,12 @@ static int session_scratch(needle_session *s, needle_error *err) {
     if (tmp < ND_CQ_MAX_GROUP) tmp = ND_CQ_MAX_GROUP;
     float **ptr[] = {&s->x, &s->nx, &s->xr, &s->mpre, &s->mpost, &s->mres, &s->u, &s->bx, &s->h,
                      &s->a, &s->ek, &s->ev, &s->q, &s->gt, &s->o, &s->k, &s->v, &s->e,
-                     &s->keep, &s->rope, &s->tmp, &s->cell};
-    uint64_t len[] = {B * nd, B * nd, B * widest_input(m), B * n, B * n, B * n * n, B * d, B * d,
+                     &s->keep, &s->rope, &s->tmp, &s->cell, &s->lut, &s->lut_scale};
+    /* one activation's int8 tables: bits/4 codes a column, 16 bytes each, so at most 16 bytes a column */
+    uint64_t wide = widest_input(m);
+    uint64_t len[] = {B * nd, B * nd, B * wide, B * n, B * n, B * n * n, B * d, B * d,
                       B * d, B * d, B * d, B * d, B * qw, B * qw, B * qw, B * kw, B * kw,
-                      B * width, B * tb, B * g->head_dim, tmp, d};
+                      B * width, B * tb, B * g->head_dim, tmp, d, wide * 16 / sizeof(float), wide};
     size_t total = 0;
     for (size_t i = 0; i < sizeof len / sizeof *len; i++)
         if (!add_size(&total, len[i])) return nd_fail(err, NEEDLE_E_NOMEM, "session scratch overflows");

@@ -1,7 +1,8 @@
 /* test_lut.c: the tiled CQ layout (cq_tiled.c): the in-place repack keeps
  * every index and norm; the exact kernels on it match nd_cq_gemv_ref on the
  * archive layout bit for bit; the int8 table kernels stay within their
- * rounding bound of float64 arithmetic; and (SIMD128 builds) every simd128
+ * rounding bound of float64 arithmetic; tables built once and shared give
+ * the fused kernels' bits; and (SIMD128 builds) every simd128
  * kernel matches its scalar reference bit for bit. Random matrices: bits 2,
  * 3, 4 and ternary, groups 8..256, row counts with and without a tail,
  * padded widths (splitmix64, fixed seeds). */
@@ -202,6 +203,38 @@ static void test_lut_gemm_and_zero(void) {
     }
 }
 
+/* Tables built once (from the archive-layout twin, which shares them) and
+ * read by the split kernels give the fused kernels' bits; a level, bits or
+ * group change is not shared. */
+static void test_lut_split_matches_fused(void) {
+    uint64_t s = 17;
+    FOR_SHAPES {
+        pair p = make_pair(&s, SHAPE);
+        if (!p.t.tiles) { free_pair(&p); continue; }
+        uint32_t rows = p.m.rows, tr = p.t.tiles * 16;
+        int8_t *tb = malloc(nd_cq_lut_bytes(&p.m));
+        float *sc = malloc(p.m.groups * sizeof(float));
+        float *a = malloc(rows * sizeof(float)), *b = malloc(rows * sizeof(float));
+        CHECK(nd_cq_lut_shared(&p.m, &p.t), "a matrix and its repacked copy must share tables");
+        nd_cq other = p.m;
+        other.levels[1] = other.levels[1] * 0.5f + 0.25f;
+        CHECK(!nd_cq_lut_shared(&p.m, &other), "a different level must not share tables");
+        other = p.m, other.group *= 2, other.groups = (other.groups + 1) / 2;
+        CHECK(!nd_cq_lut_shared(&p.m, &other), "a different group must not share tables");
+        nd_cq_lut_build_ref(&p.m, p.xr, tb, sc);
+        nd_cqt_gemv_lut_ref(&p.t, p.xr, a);
+        nd_cqt_gemv_lut_tables_ref(&p.t, tb, sc, b);
+        int ok = same_bits(a, b, tr);
+        nd_cq_lut_build(&p.m, p.xr + nd_cq_padded(&p.m), tb, sc); /* the dispatching pair */
+        nd_cq_matmul(&p.t, p.xr + nd_cq_padded(&p.m), 1, a, 1);
+        nd_cq_matvec_lut(&p.t, p.xr + nd_cq_padded(&p.m), tb, sc, b);
+        ok &= same_bits(a, b, rows);
+        CHECK(ok, "bits %u group %u rows %u: split tables differ from fused", p.m.bits, p.m.group, rows);
+        free(tb), free(sc), free(a), free(b);
+        free_pair(&p);
+    }
+}
+
 /* Gathering a row of the repacked matrix gives nd_cq_row_ref's row. */
 static void test_gather(void) {
     uint64_t s = 15;
@@ -240,11 +273,22 @@ static void test_simd_twins(void) {
         nd_cqt_gemv_lut_simd128(&p.t, p.xr, b);
         ok &= same_bits(a, b, tr);
         for (uint32_t n = 2; n <= 4; n++) {
+            nd_cqt_gemm_ref(&p.t, p.xr, n, a);
+            nd_cqt_gemm_simd128(&p.t, p.xr, n, b);
+            for (uint32_t k = 0; k < n; k++) ok &= same_bits(a + k * rows, b + k * rows, tr);
             nd_cqt_gemm_lut_ref(&p.t, p.xr, n, a);
             nd_cqt_gemm_lut_simd128(&p.t, p.xr, n, b);
             for (uint32_t k = 0; k < n; k++) ok &= same_bits(a + k * rows, b + k * rows, tr);
         }
-        (void)pad;
+        int8_t *ta = malloc(nd_cq_lut_bytes(&p.t)), *tbs = malloc(nd_cq_lut_bytes(&p.t));
+        float *sa = malloc(p.t.groups * sizeof(float)), *sb = malloc(p.t.groups * sizeof(float));
+        nd_cq_lut_build_ref(&p.t, p.xr + pad, ta, sa);
+        nd_cq_lut_build_simd128(&p.t, p.xr + pad, tbs, sb);
+        ok &= memcmp(ta, tbs, nd_cq_lut_bytes(&p.t)) == 0 && same_bits(sa, sb, p.t.groups);
+        nd_cqt_gemv_lut_tables_ref(&p.t, ta, sa, a);
+        nd_cqt_gemv_lut_tables_simd128(&p.t, ta, sa, b);
+        ok &= same_bits(a, b, tr);
+        free(ta), free(tbs), free(sa), free(sb);
         CHECK(ok, "bits %u group %u rows %u cols %u: simd128 differs", p.m.bits, p.m.group, rows, p.m.cols);
         free(a), free(b);
         free_pair(&p);
@@ -257,6 +301,7 @@ int main(void) {
     RUN(test_exact_matches_reference);
     RUN(test_lut_error_bound);
     RUN(test_lut_gemm_and_zero);
+    RUN(test_lut_split_matches_fused);
     RUN(test_gather);
 #ifdef ND_SIMD128
     RUN(test_simd_twins);
