@@ -10,7 +10,7 @@
 // Needle (index.js) extends it to run in a Web Worker by default in pages,
 // and over a worker model it becomes a WorkerNeedle (client.js).
 
-import { Engine, NeedleError, STATUS } from './engine.js';
+import { Engine, NeedleError, STATUS, nextTask } from './engine.js';
 import { Model } from './model.js';
 import { streamArchive } from './load.js';
 
@@ -18,17 +18,6 @@ const TURN = { auto: 0, query: 1, tool_result: 2 };
 const STEP = { done: 0, reasoning: 1, call: 2, marker: 3, failed: -1 };
 const PIECE_BYTES = 256;
 
-/** Lets queued events (an abort, a worker message, a click) run between
- *  tokens: a macrotask, not a microtask, and not setTimeout, which browsers
- *  clamp to 4 ms once nested. */
-export const nextTask = typeof setImmediate === 'function'
-  ? () => new Promise((resolve) => setImmediate(resolve))
-  : (() => {
-      const channel = new MessageChannel();
-      const waiting = [];
-      channel.port1.onmessage = () => waiting.shift()?.();
-      return () => new Promise((resolve) => { waiting.push(resolve); channel.port2.postMessage(0); });
-    })();
 
 /** Attaches a schema to a JS function so an agent can declare and run it.
  *  schema: { name?, description?, parameters } or a bare JSON Schema. */

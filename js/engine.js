@@ -79,3 +79,15 @@ export class Engine {
     return new NeedleError(decoder.decode(bytes.subarray(0, end < 0 ? bytes.length : end)), code);
   }
 }
+
+/** Lets queued events (an abort, a worker message, a click) run between
+ *  tokens: a macrotask, not a microtask, and not setTimeout, which browsers
+ *  clamp to 4 ms once nested. */
+export const nextTask = typeof setImmediate === 'function'
+  ? () => new Promise((resolve) => setImmediate(resolve))
+  : (() => {
+      const channel = new MessageChannel();
+      const waiting = [];
+      channel.port1.onmessage = () => waiting.shift()?.();
+      return () => new Promise((resolve) => { waiting.push(resolve); channel.port2.postMessage(0); });
+    })();

@@ -1,7 +1,7 @@
 // A loaded Needle model in this thread: the archive lives in wasm memory,
 // every computation is the engine's. loadModel() in index.js builds one.
 
-import { Engine, NeedleError, STATUS } from './engine.js';
+import { Engine, NeedleError, STATUS, nextTask } from './engine.js';
 
 const SPECIAL = { pad: 0, eos: 1, bos: 2, unknown: 3 };
 const LOAD_REPACK = 1; // NEEDLE_LOAD_REPACK in src/needle.h
@@ -166,7 +166,7 @@ export class Model {
         const n = engine.x.needle_decoder_push(decoderHandle, token, textBuf, 256);
         yield { token, text: engine.readString(textBuf, n) };
         logits = session.feed([token])[0];
-        await Promise.resolve();
+        await nextTask(); // let abort signals and UI events in between tokens
       }
       const n = engine.x.needle_decoder_flush(decoderHandle, textBuf, 256);
       if (n) yield { token: -1, text: engine.readString(textBuf, n) };

@@ -8,11 +8,11 @@
 // and Node built-ins only through importNode.
 
 import { reply, transferables, decodeSource, endpoint, CALLS, AGENT_CALLS } from './protocol.js';
-import { Engine, NeedleError, STATUS } from './engine.js';
+import { Engine, NeedleError, STATUS, nextTask } from './engine.js';
 import { Model } from './model.js';
 import { streamArchive } from './load.js';
 import { importNode } from './node-import.js';
-import { Needle, nextTask } from './agent.js';
+import { Needle } from './agent.js';
 
 let port = null; // set below, before the first message can arrive
 
