@@ -190,12 +190,15 @@ export class Needle {
     return this.envelope();
   }
 
-  envelope() {
+  envelope() { return this.readJson(this.engine.x.needle_agent_envelope); }
+
+  /** JSON from an engine call that writes text: sized by a first call with no buffer. */
+  readJson(write) {
     const { engine } = this;
-    const n = engine.x.needle_agent_envelope(this.handle, 0, 0);
+    const n = write(this.handle, 0, 0);
     const out = engine.malloc(n + 1);
     try {
-      engine.x.needle_agent_envelope(this.handle, out, n + 1);
+      write(this.handle, out, n + 1);
       return JSON.parse(engine.readString(out, n));
     } finally {
       engine.x.free(out);
@@ -259,17 +262,7 @@ export class Needle {
     }
   }
 
-  renderedTools() {
-    const { engine } = this;
-    const n = engine.x.needle_agent_rendered_tools(this.handle, 0, 0);
-    const out = engine.malloc(n + 1);
-    try {
-      engine.x.needle_agent_rendered_tools(this.handle, out, n + 1);
-      return JSON.parse(engine.readString(out, n));
-    } finally {
-      engine.x.free(out);
-    }
-  }
+  renderedTools() { return this.readJson(this.engine.x.needle_agent_rendered_tools); }
 
   /** Tokens the last turn prefilled. */
   get prefillCount() { return this.engine.x.needle_agent_prefill_count(this.handle); }
