@@ -244,29 +244,6 @@ void nd_cq_gemm_simd128(const nd_cq *m, const float *xr, uint32_t n, float *y) {
     }
 }
 
-/* nd_fwht with the two smallest butterfly stages done inside each vector;
- * the same operations in the same order, so bit-identical. n >= 4. */
-static void fwht_simd(float *v, uint32_t n) {
-    const v128_t s1 = wasm_f32x4_const(1, -1, 1, -1), s2 = wasm_f32x4_const(1, 1, -1, -1);
-    for (uint32_t i = 0; i < n; i += 4) {
-        v128_t x = wasm_v128_load(v + i); /* a - b computed as a + (-1 * b): exact */
-        x = wasm_f32x4_add(wasm_i32x4_shuffle(x, x, 0, 0, 2, 2),
-                           wasm_f32x4_mul(wasm_i32x4_shuffle(x, x, 1, 1, 3, 3), s1));
-        x = wasm_f32x4_add(wasm_i32x4_shuffle(x, x, 0, 1, 0, 1),
-                           wasm_f32x4_mul(wasm_i32x4_shuffle(x, x, 2, 3, 2, 3), s2));
-        wasm_v128_store(v + i, x);
-    }
-    for (uint32_t h = 4; h < n; h *= 2)
-        for (uint32_t i = 0; i < n; i += 2 * h)
-            for (uint32_t j = i; j < i + h; j += 4) {
-                v128_t a = wasm_v128_load(v + j), b = wasm_v128_load(v + j + h);
-                wasm_v128_store(v + j, wasm_f32x4_add(a, b));
-                wasm_v128_store(v + j + h, wasm_f32x4_sub(a, b));
-            }
-    const v128_t scale = wasm_f32x4_splat((float)(1.0 / sqrt((double)n)));
-    for (uint32_t j = 0; j < n; j += 4) wasm_v128_store(v + j, wasm_f32x4_mul(wasm_v128_load(v + j), scale));
-}
-
 void nd_cq_row_simd128(const nd_cq *m, uint32_t row, float *out, float *scratch) {
     if (!simd_fits(m)) {
         nd_cq_row_ref(m, row, out, scratch);
@@ -279,7 +256,7 @@ void nd_cq_row_simd128(const nd_cq *m, uint32_t row, float *out, float *scratch)
         group_levels(m, &lp, row, g, scratch);
         for (uint32_t k = 0; k < m->group; k += 4)
             wasm_v128_store(scratch + k, wasm_f32x4_mul(wasm_v128_load(scratch + k), norm));
-        fwht_simd(scratch, m->group);
+        nd_fwht(scratch, m->group);
         memcpy(out + base, scratch, width * sizeof(float));
     }
 }

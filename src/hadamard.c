@@ -1,12 +1,11 @@
-/* hadamard.c: the normalised fast Walsh-Hadamard transform in Sylvester order.
- * Butterfly stages run from span 1 upward and the 1/sqrt(n) scale is applied
- * once at the end; cq_simd128.c mirrors exactly this order so its transform
- * gives bit-identical results. The inner loop of each stage with span >= 4 is
- * contiguous, which lets the compiler vectorise it. */
+/* hadamard.c: the normalised fast Walsh-Hadamard transform in Sylvester order,
+ * the scalar reference. Butterfly stages run from span 1 upward and the
+ * 1/sqrt(n) scale is applied once at the end (hadamard_simd128.c runs the
+ * same stages on the same pairs). */
 #include <math.h>
 #include "hadamard.h"
 
-void nd_fwht(float *v, uint32_t n) {
+void nd_fwht_ref(float *v, uint32_t n) {
     for (uint32_t h = 1; h < n; h *= 2) {
         for (uint32_t i = 0; i < n; i += 2 * h) {
             float *a = v + i, *b = v + i + h;

@@ -26,8 +26,8 @@
 #include "hadamard.h"
 #include "platform.h"
 
-#define ND_CHUNK 16u /* positions per prefill GEMM: bounds the scratch memory */
 #define ND_LUT_MIN_TILES 8u /* fewest 16-row tiles the int8 table kernels run on */
+#define ND_CHUNK 16u /* positions per prefill GEMM: bounds the scratch memory */
 
 enum { KV_F32, KV_I8, KV_CQ };
 
@@ -80,11 +80,34 @@ static double stage_lap(needle_session *s, int stage, double since) {
 
 static float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 
-/* 1 / sqrt(mean(v^2) + 1e-6), accumulated in double. */
+/* Sums of a[i] * b[i] in four interleaved partial sums, combined pairwise:
+ * independent chains the compiler maps onto SIMD lanes, and one order in
+ * every build (native and wasm give the same bits). */
+static float dot4(const float *a, const float *b, uint32_t n) {
+    float p[4] = {0, 0, 0, 0};
+    uint32_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        for (int k = 0; k < 4; k++) p[k] += a[i + k] * b[i + k];
+    for (; i < n; i++) p[i % 4] += a[i] * b[i];
+    return (p[0] + p[1]) + (p[2] + p[3]);
+}
+
+/* out[d] = mean of the n lanes x[n][d], summed lane by lane from lane 0
+ * (loops over i innermost, so they vectorise). */
+static void lane_mean(const float *x, uint32_t n, uint32_t d, float *out) {
+    memcpy(out, x, d * sizeof(float));
+    for (uint32_t a = 1; a < n; a++)
+        for (uint32_t i = 0; i < d; i++) out[i] += x[(size_t)a * d + i];
+    for (uint32_t i = 0; i < d; i++) out[i] /= (float)n;
+}
+
+/* 1 / sqrt(mean(v^2) + 1e-6), accumulated in double (two interleaved sums). */
 static float rms_inv(const float *v, uint32_t n) {
-    double s = 0;
-    for (uint32_t i = 0; i < n; i++) s += (double)v[i] * v[i];
-    return (float)(1.0 / sqrt(s / n + 1e-6));
+    double p[2] = {0, 0};
+    uint32_t i = 0;
+    for (; i + 2 <= n; i += 2) p[0] += (double)v[i] * v[i], p[1] += (double)v[i + 1] * v[i + 1];
+    if (i < n) p[0] += (double)v[i] * v[i];
+    return (float)(1.0 / sqrt((p[0] + p[1]) / n + 1e-6));
 }
 
 /* out = (1 + scale) * rms_unit(v); out may alias v. */
@@ -130,7 +153,8 @@ static void sinkhorn_scaled(double *A, uint32_t n) {
                 size_t step = pass ? n : 1, at = pass ? r : (size_t)r * n;
                 double sum = 0;
                 for (uint32_t c = 0; c < n; c++) sum += A[at + c * step];
-                for (uint32_t c = 0; c < n; c++) A[at + c * step] /= sum;
+                double inv = 1.0 / sum; /* one division per row, not per entry */
+                for (uint32_t c = 0; c < n; c++) A[at + c * step] *= inv;
             }
         }
     }
@@ -490,9 +514,7 @@ static void pool_add(needle_session *s, const float *c) {
     for (uint32_t h = 0; h < m->head_count; h++) {
         for (uint32_t k = 0; k < m->heads[h].probes; k++, acc += 2 + d) {
             const float *probe = m->heads[h].probe + (size_t)k * d;
-            float score = 0;
-            for (uint32_t i = 0; i < d; i++) score += c[i] * probe[i];
-            score *= inv;
+            float score = dot4(c, probe, d) * inv;
             float keep = 1.0f, w = 1.0f;
             if (score > acc[0]) {
                 keep = expf(acc[0] - score); /* 0 for the first cell */
@@ -573,11 +595,7 @@ static void mhc_post(needle_session *s, const nd_layer *l, uint32_t li, uint32_t
         }
         memcpy(x, s->tmp, nd * sizeof(float));
         if (m->head_count && s->ids[t] != m->pad_id) {
-            for (uint32_t i = 0; i < d; i++) {
-                float sum = 0;
-                for (uint32_t a = 0; a < n; a++) sum += x[(size_t)a * d + i];
-                s->cell[i] = sum / (float)n;
-            }
+            lane_mean(x, n, d, s->cell);
             pool_add(s, s->cell);
         }
     }
@@ -590,11 +608,7 @@ static void final_logits(needle_session *s, uint32_t first, uint32_t T, float *l
     for (uint32_t t = first; t < T; t++) {
         const float *x = s->x + (size_t)t * n * d;
         float *f = s->u + (size_t)(t - first) * d;
-        for (uint32_t i = 0; i < d; i++) {
-            float sum = 0;
-            for (uint32_t a = 0; a < n; a++) sum += x[(size_t)a * d + i];
-            f[i] = sum / (float)n;
-        }
+        lane_mean(x, n, d, f);
         zcrms(f, s->model->final_norm, d, f);
     }
     matmul(s, &s->model->embedding, NULL, s->u, d, T - first, logits);

@@ -267,6 +267,12 @@ static void test_fwht(void) {
         for (uint32_t i = 0; i < n; i++) back = fmax(back, fabs(v[i] - x[i]));
         CHECK(worst < 2e-6, "n %u: error %g relative to sum|x|/sqrt(n)", n, worst);
         CHECK(back < 1e-5, "n %u: applying twice is off by %g", n, back);
+#ifdef ND_SIMD128 /* the SIMD twin runs the same butterflies: the same bits */
+        memcpy(v, x, n * sizeof(float));
+        nd_fwht_ref(x, n);
+        nd_fwht_simd128(v, n);
+        CHECK(memcmp(v, x, n * sizeof(float)) == 0, "n %u: nd_fwht_simd128 differs from nd_fwht_ref", n);
+#endif
         free(v), free(x);
     }
 }
