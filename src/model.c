@@ -286,35 +286,30 @@ static int load_all(needle_model *m, float **f32, needle_error *err) {
 }
 
 /* Tiles matrix c in place (writable bytes w alias the archive) when it has
- * at least min_rows rows. */
-static int repack_one(const needle_model *m, uint8_t *w, nd_cq *c, uint32_t min_rows, needle_error *err) {
-    if (c->rows < min_rows || !nd_cq_tileable(c)) return NEEDLE_OK;
+ * 8 tiles or more: the int8 table kernels' break-even. */
+static int repack_one(const needle_model *m, uint8_t *w, nd_cq *c, needle_error *err) {
+    if (c->rows < 8 * ND_CQ_TILE || !nd_cq_tileable(c)) return NEEDLE_OK;
     size_t at = (size_t)(c->packed - m->archive.bytes), norms = (size_t)(c->norms - m->archive.bytes);
     if (nd_cq_repack(c, w + at, w + norms))
         return nd_fail(err, NEEDLE_E_NOMEM, "no memory to repack a %u x %u matrix", c->rows, c->cols);
     return NEEDLE_OK;
 }
 
-/* Every matrix a GEMV reads: the attention projections, the engram key and
- * value, the embedding (the logits; its row gathers read either layout), and
- * the mHC Phi matrices with a whole tile (Phi_res, n*n = 16 rows): the exact
- * tiled kernel runs 16 rows in lanes about twice as fast as the archive
- * layout's (the session keeps the int8 tables for 8 tiles or more). */
+/* Every matrix a GEMV reads with 8 tiles or more: the attention projections,
+ * the engram key and value, the embedding (the logits; its row gathers read
+ * either layout). The mHC Phi matrices (4 to 16 rows) keep the archive
+ * layout, which the fast mode's int8 kernel (cq_a8.h) reads. */
 static int repack_all(needle_model *m, uint8_t *w, needle_error *err) {
     const nd_geometry *g = &m->archive.geometry;
-    const uint32_t big = 8 * ND_CQ_TILE;
-    int rc = repack_one(m, w, &m->embedding, big, err);
+    int rc = repack_one(m, w, &m->embedding, err);
     for (uint32_t i = 0; i < g->layers && !rc; i++) {
         nd_layer *l = &m->layers[i];
         nd_cq *all[] = {&l->q, &l->k, &l->v, &l->gate, &l->out};
-        for (size_t j = 0; j < sizeof all / sizeof *all && !rc; j++) rc = repack_one(m, w, all[j], big, err);
-        nd_cq *phi[] = {&l->phi_pre, &l->phi_post, &l->phi_res};
-        for (size_t j = 0; j < sizeof phi / sizeof *phi && !rc; j++)
-            rc = repack_one(m, w, phi[j], ND_CQ_TILE, err);
+        for (size_t j = 0; j < sizeof all / sizeof *all && !rc; j++) rc = repack_one(m, w, all[j], err);
     }
     for (uint32_t s = 0; s < g->site_count && !rc; s++) {
-        rc = repack_one(m, w, &m->sites[s].key, big, err);
-        if (!rc) rc = repack_one(m, w, &m->sites[s].value, big, err);
+        rc = repack_one(m, w, &m->sites[s].key, err);
+        if (!rc) rc = repack_one(m, w, &m->sites[s].value, err);
     }
     return rc;
 }

@@ -22,11 +22,11 @@
 #include <string.h>
 
 #include "attention.h"
+#include "cq_a8.h"
 #include "fp16.h"
 #include "hadamard.h"
 #include "platform.h"
 
-#define ND_LUT_MIN_TILES 8u /* fewest 16-row tiles the int8 table kernels run on */
 #define ND_CHUNK 16u /* positions per prefill GEMM: bounds the scratch memory */
 
 enum { KV_F32, KV_I8, KV_CQ };
@@ -53,6 +53,8 @@ struct needle_session {
     float *q, *gt, *o, *k, *v, *e, *keep, *rope, *tmp, *cell;
     float *lut, *lut_scale;       /* int8 tables of s->xr (16 bytes a float) and their scales */
     const nd_cq *lut_of;          /* the matrix they were built for, NULL: none for this xr */
+    float *a8;                    /* [chunk] s->xr quantised for nd_cq_a8_gemv (a float a column) */
+    const nd_cq *a8_of;           /* the matrix it was quantised for, NULL: none for this xr */
     /* the queries of one KV head over a chunk (rep * ND_CHUNK): see attn_alloc() */
     nd_attn attn;
     void *attn_buf;
@@ -172,6 +174,19 @@ static uint8_t nearest_level(float u, const float *lv, uint32_t count) {
 
 /* ---- matrices over a chunk --------------------------------------------- */
 
+/* Fast mode on a short archive-layout matrix (the mHC Phi rows): the int8
+ * activation of each position, quantised once for every matrix that shares
+ * it, then one int8 GEMV per position, the same kernel in prefill and decode. */
+static void matmul_a8(needle_session *s, const nd_cq *m, uint32_t T, float *y) {
+    size_t pad = nd_cq_padded(m), bytes = nd_cq_a8_bytes(m);
+    uint8_t *q = (uint8_t *)s->a8;
+    if (!s->a8_of || !nd_cq_a8_shared(s->a8_of, m)) {
+        for (uint32_t t = 0; t < T; t++) nd_cq_a8_quantise(m, s->xr + t * pad, q + t * bytes);
+        s->a8_of = m;
+    }
+    for (uint32_t t = 0; t < T; t++) nd_cq_a8_gemv(m, q + t * bytes, y + (size_t)t * m->rows);
+}
+
 /* y[T][m->rows] = m x[t] for T activations at stride `stride`. The rotation
  * into s->xr is skipped when `prev` (the matrix last rotated for, over the
  * same x) has the same group and width, so q/k/v/gate share one rotation;
@@ -184,10 +199,15 @@ static const nd_cq *matmul(needle_session *s, const nd_cq *m, const nd_cq *prev,
     if (!prev || prev->group != m->group || prev->cols != m->cols) {
         for (uint32_t t = 0; t < T; t++) nd_cq_rotate(m, x + t * stride, s->xr + (size_t)t * pad);
         s->lut_of = NULL;
+        s->a8_of = NULL;
     }
-    /* Fast mode: int8 tables on tiled matrices of 8 tiles or more; on fewer
-     * (the mHC Phi_res tile) the exact f32 kernel beats building the tables. */
-    int fast = !s->exact && m->tiles >= ND_LUT_MIN_TILES;
+    if (!s->exact && nd_cq_a8_fits(m)) {
+        matmul_a8(s, m, T, y);
+        return m;
+    }
+    /* Fast mode: int8 tables on tiled matrices (the loader tiles those of 8
+     * tiles or more, where building the tables pays). */
+    int fast = !s->exact && m->tiles;
     if (!fast || T != 1) {
         nd_cq_matmul(m, s->xr, T, y, fast);
         return m;
@@ -773,12 +793,12 @@ static int session_scratch(needle_session *s, needle_error *err) {
     if (tmp < ND_CQ_MAX_GROUP) tmp = ND_CQ_MAX_GROUP;
     float **ptr[] = {&s->x, &s->nx, &s->xr, &s->mpre, &s->mpost, &s->mres, &s->u, &s->bx, &s->h,
                      &s->a, &s->ek, &s->ev, &s->q, &s->gt, &s->o, &s->k, &s->v, &s->e,
-                     &s->keep, &s->rope, &s->tmp, &s->cell, &s->lut, &s->lut_scale};
+                     &s->keep, &s->rope, &s->tmp, &s->cell, &s->lut, &s->lut_scale, &s->a8};
     /* one activation's int8 tables: bits/4 codes a column, 16 bytes each, so at most 16 bytes a column */
     uint64_t wide = widest_input(m);
     uint64_t len[] = {B * nd, B * nd, B * wide, B * n, B * n, B * n * n, B * d, B * d,
                       B * d, B * d, B * d, B * d, B * qw, B * qw, B * qw, B * kw, B * kw,
-                      B * width, B * tb, B * g->head_dim, tmp, d, wide * 16 / sizeof(float), wide};
+                      B * width, B * tb, B * g->head_dim, tmp, d, wide * 16 / sizeof(float), wide, B * wide};
     size_t total = 0;
     for (size_t i = 0; i < sizeof len / sizeof *len; i++)
         if (!add_size(&total, len[i])) return nd_fail(err, NEEDLE_E_NOMEM, "session scratch overflows");

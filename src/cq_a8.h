@@ -1,0 +1,57 @@
+/* cq_a8.h: the fast-mode kernel for short CQ matrices in the archive layout
+ * (the mHC Phi_pre, Phi_post and Phi_res rows of one layer: 4 + 4 + 16 rows
+ * of 2,048 columns), where the int8 tables of the tiled kernels cost more to
+ * build than the product they serve.
+ *
+ * Both sides become int8 and a dot product is exact in integers:
+ * - the activation, rotated (nd_cq_rotate), per group g:
+ *   scale_g = max|x| / 127, q = round half to even(x * (127 / max|x|));
+ * - the levels, once per matrix: lq = round half to even(level * 127 / lmax),
+ *   scale = lmax / 127, lmax the largest |level|;
+ * - y[r] = sum over groups, ascending from 0, of
+ *   (norm[r][g] * (scale_g * scale)) * (float)(sum of lq[idx] * q).
+ * The error is the two roundings: at most half a step of each scale per
+ * weight and activation.
+ *
+ * The quantised activation is stored in the order the SIMD kernel reads
+ * it, so it is built once and shared by every matrix of the same width,
+ * group and bits (nd_cq_a8_shared). For a row's 16-byte vector v of group g
+ * and index slot j of each byte (bits 4: the low then the high nibble; bits
+ * 2: four crumbs from the low bits), lane i is the activation of column
+ * g * group + (16 v + i) * (8 / bits) + j.
+ *
+ * The _ref functions are the specification; their _simd128 twins give the
+ * same bits. */
+#ifndef ND_CQ_A8_H
+#define ND_CQ_A8_H
+#include "cq.h"
+
+/* Whether the kernel takes m: archive layout, bits 2 or 4, and whole 16-byte
+ * vectors per group (group * bits a multiple of 128). */
+int nd_cq_a8_fits(const nd_cq *m);
+
+/* Whether an activation quantised for a serves b. */
+int nd_cq_a8_shared(const nd_cq *a, const nd_cq *b);
+
+/* Bytes of one quantised activation of m: padded width, plus groups floats. */
+size_t nd_cq_a8_bytes(const nd_cq *m);
+
+/* Quantises the rotated activation xr[padded] of m into q (nd_cq_a8_bytes). */
+void nd_cq_a8_quantise_ref(const nd_cq *m, const float *xr, void *q);
+
+/* y[rows] = W x from the quantised activation. */
+void nd_cq_a8_gemv_ref(const nd_cq *m, const void *q, float *y);
+#ifdef ND_SIMD128
+void nd_cq_a8_quantise_simd128(const nd_cq *m, const float *xr, void *q);
+void nd_cq_a8_gemv_simd128(const nd_cq *m, const void *q, float *y);
+#define nd_cq_a8_quantise nd_cq_a8_quantise_simd128
+#define nd_cq_a8_gemv nd_cq_a8_gemv_simd128
+#else
+#define nd_cq_a8_quantise nd_cq_a8_quantise_ref
+#define nd_cq_a8_gemv nd_cq_a8_gemv_ref
+#endif
+
+/* The int8 levels of m and their scale (shared by both kernels). */
+float nd_cq_a8_levels(const nd_cq *m, int8_t lq[16]);
+
+#endif
