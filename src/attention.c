@@ -1,16 +1,19 @@
 /* attention.c: the scalar reference of the attention kernels (see
  * attention.h), the query quantiser and the softmax exponential they share.
  * The SIMD128 twins in attention_simd128.c follow these loops step by step:
- * blocks of ND_ATTN_BLOCK keys from the start of the run, per query the
- * block's scores, its max, the rescale of the state, then keys in order. */
+ * blocks of ND_ATTN_BLOCK (f32) or ND_ATTN_I8_BLOCK (int8) keys from the
+ * start of the run, per query the block's scores, its max, the rescale of
+ * the state, then the weights and values in the order written here. */
 #include "attention.h"
 
 #include <math.h>
 #include <string.h>
 
 size_t nd_attn_work_bytes(uint32_t hdp) {
-    /* the SIMD kernels' block buffers: K widened to i16, V as f32, two scale rows */
-    return (size_t)ND_ATTN_BLOCK * hdp * (2 + 4) + 2 * (size_t)ND_ATTN_BLOCK * (hdp / 32 + 1) * 4 + 64;
+    /* the int8 SIMD kernel's: K and V scales, a query pair's coefficients
+     * and their steps, a short block's rows copied out */
+    size_t nb = hdp / 32, keys = ND_ATTN_I8_BLOCK;
+    return 2 * nb * keys * 4 + 2 * nb * keys * 2 + 2 * nb * 4 + keys * 2 * (nb * 4 + hdp) + 64;
 }
 
 void nd_attn_reset(nd_attn *a) {
@@ -90,6 +93,9 @@ static float mask_scores(const nd_attn *a, uint32_t i, uint32_t p, uint32_t kb, 
 
 /* ---- int8 rows --------------------------------------------------------------- */
 
+#define BI ND_ATTN_I8_BLOCK
+#define CQ_ONE 32767.0f /* the largest quantised coefficient of a block */
+
 static float dot_i8_ref(const int16_t *q, const float *qs, const uint8_t *row, uint32_t hdp) {
     uint32_t nb = hdp / 32;
     const float *ks = (const float *)row;
@@ -103,28 +109,64 @@ static float dot_i8_ref(const int16_t *q, const float *qs, const uint8_t *row, u
     return score;
 }
 
+/* The larger of m and x as f32x4.pmax takes it (m < x ? x : m): the same
+ * value in any order for the non-NaN scores and weights it sees. */
+static float pmax(float m, float x) { return m < x ? x : m; }
+
+/* The sum of a block's BI weights in the order of four-lane vectors: lane l
+ * adds w[l], w[l + 4], ... in turn, then (lane 0 + lane 2) + (lane 1 + lane 3). */
+static float block_sum(const float *w) {
+    float t[4];
+    for (uint32_t l = 0; l < 4; l++) {
+        t[l] = w[l];
+        for (uint32_t j = 4 + l; j < BI; j += 4) t[l] += w[j];
+    }
+    return (t[0] + t[2]) + (t[1] + t[3]);
+}
+
+/* acc[32] += sum over keys j < kb of w[j] * V value (32 * b + k) of key j,
+ * in integers (attention.h): coefficient w[j] * scale[b] quantised to 15
+ * bits against the block's largest, exact int32 sums, one multiply-add.
+ * Coefficients all below 2^-100 (values that small) add nothing. */
+static void add_values_ref(float *acc, const float *w, const nd_kv_run *run, uint32_t j0, uint32_t kb,
+                           uint32_t nb, uint32_t b) {
+    float c[BI], cmax = 0.0f;
+    for (uint32_t j = 0; j < kb; j++) {
+        c[j] = w[j] * ((const float *)(run->v + (j0 + j) * run->stride))[b];
+        cmax = pmax(cmax, c[j]);
+    }
+    if (!(cmax >= 0x1p-100f)) return;
+    float f = CQ_ONE / cmax, d = cmax / CQ_ONE;
+    int32_t isum[32] = {0};
+    for (uint32_t j = 0; j < kb; j++) {
+        float r = rintf(c[j] * f);
+        int32_t cq = r > CQ_ONE ? (int32_t)CQ_ONE : (int32_t)r;
+        const int8_t *v = (const int8_t *)(run->v + (j0 + j) * run->stride + (size_t)nb * 4) + 32 * b;
+        for (uint32_t k = 0; k < 32; k++) isum[k] += cq * v[k];
+    }
+    for (uint32_t k = 0; k < 32; k++) acc[k] += d * (float)isum[k];
+}
+
 void nd_attn_i8_ref(nd_attn *a, const nd_kv_run *run) {
     uint32_t hdp = a->hdp, nb = hdp / 32;
-    float s[ND_ATTN_BLOCK];
-    for (uint32_t j0 = 0; j0 < run->count; j0 += ND_ATTN_BLOCK) {
-        uint32_t kb = run->count - j0 < ND_ATTN_BLOCK ? run->count - j0 : ND_ATTN_BLOCK, p = run->pos + j0;
+    float s[BI], w[BI];
+    for (uint32_t j0 = 0; j0 < run->count; j0 += BI) {
+        uint32_t kb = run->count - j0 < BI ? run->count - j0 : BI, p = run->pos + j0;
         for (uint32_t i = 0; i < a->n; i++) {
             if (block_hidden(a, i, p, kb)) continue;
-            for (uint32_t j = 0; j < kb; j++)
-                s[j] = dot_i8_ref(a->q8 + (size_t)i * hdp, a->qscale + (size_t)i * nb,
-                                  run->k + (j0 + j) * run->stride, hdp);
-            float bm = mask_scores(a, i, p, kb, s);
+            float bm = -INFINITY;
+            for (uint32_t j = 0; j < BI; j++) {
+                int seen = j < kb && p + j >= a->lo[i] && p + j <= a->hi[i];
+                s[j] = seen ? dot_i8_ref(a->q8 + (size_t)i * hdp, a->qscale + (size_t)i * nb,
+                                         run->k + (j0 + j) * run->stride, hdp)
+                            : -INFINITY;
+                bm = pmax(bm, s[j]);
+            }
             if (bm == -INFINITY) continue;
             float mx = raise_max(a, i, bm), *acc = a->acc + (size_t)i * hdp;
-            for (uint32_t j = 0; j < kb; j++) {
-                if (s[j] == -INFINITY) continue;
-                float w = nd_attn_exp(s[j] - mx);
-                const uint8_t *row = run->v + (j0 + j) * run->stride;
-                const float *vs = (const float *)row;
-                const int8_t *v = (const int8_t *)(row + (size_t)nb * 4);
-                a->sum[i] += w;
-                for (uint32_t k = 0; k < hdp; k++) acc[k] += (w * vs[k / 32]) * (float)v[k];
-            }
+            for (uint32_t j = 0; j < BI; j++) w[j] = nd_attn_exp(s[j] - mx);
+            a->sum[i] += block_sum(w);
+            for (uint32_t b = 0; b < nb; b++) add_values_ref(acc + 32 * b, w, run, j0, kb, nb, b);
         }
     }
 }

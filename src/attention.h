@@ -13,7 +13,14 @@
  * - int8: hdp/32 f32 scales, then hdp int8, hdp a multiple of 32; value
  *   i is scale[i/32] * q[i] (fast mode, kvBits 8).
  * Queries of the int8 kernel are int8 too (nd_attn_quantise, one scale per
- * 32 values), so a score is a sum of exact integer dots per block.
+ * 32 values), so a score is a sum of exact integer dots per block. Values
+ * are summed in integers as well: per block of ND_ATTN_I8_BLOCK keys, query
+ * and 32 values, the coefficients weight * V scale are quantised to 15 bits
+ * against their largest (round half to even), the 32 sums of coefficient
+ * times int8 value are exact in int32 (at most 32 * 32767 * 127 < 2^31),
+ * and each joins the f32 state with one multiply-add. The quantisation adds
+ * at most half a step, largest coefficient / 65534, per key: relative to
+ * the output, under ND_ATTN_I8_BLOCK / 65534 (tests/c/test_attention.c).
  *
  * Each kernel has a scalar `_ref` (the specification) and, in ND_SIMD128
  * builds, a `_simd128` twin: bit-identical for int8, the same sums in another
@@ -24,7 +31,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ND_ATTN_BLOCK 16u /* keys per online-softmax step */
+#define ND_ATTN_BLOCK 16u    /* keys per online-softmax step, f32 rows */
+#define ND_ATTN_I8_BLOCK 32u /* keys per online-softmax step, int8 rows */
 
 /* A run of cached rows: position pos + j has its K row at k + j * stride and
  * its V row at v + j * stride. */

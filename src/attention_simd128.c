@@ -17,24 +17,23 @@
 #define B ND_ATTN_BLOCK
 
 /* (sum a, sum b, sum c, sum d) of four vectors: a 4x4 transpose and add. */
-INLINE v128_t reduce4_i32(v128_t a, v128_t b, v128_t c, v128_t d) {
-    v128_t ab = wasm_i32x4_add(wasm_i32x4_shuffle(a, b, 0, 4, 1, 5), wasm_i32x4_shuffle(a, b, 2, 6, 3, 7));
-    v128_t cd = wasm_i32x4_add(wasm_i32x4_shuffle(c, d, 0, 4, 1, 5), wasm_i32x4_shuffle(c, d, 2, 6, 3, 7));
-    return wasm_i32x4_add(wasm_i32x4_shuffle(ab, cd, 0, 1, 4, 5), wasm_i32x4_shuffle(ab, cd, 2, 3, 6, 7));
-}
-
 INLINE v128_t reduce4_f32(v128_t a, v128_t b, v128_t c, v128_t d) {
     v128_t ab = wasm_f32x4_add(wasm_i32x4_shuffle(a, b, 0, 4, 1, 5), wasm_i32x4_shuffle(a, b, 2, 6, 3, 7));
     v128_t cd = wasm_f32x4_add(wasm_i32x4_shuffle(c, d, 0, 4, 1, 5), wasm_i32x4_shuffle(c, d, 2, 6, 3, 7));
     return wasm_f32x4_add(wasm_i32x4_shuffle(ab, cd, 0, 1, 4, 5), wasm_i32x4_shuffle(ab, cd, 2, 3, 6, 7));
 }
 
-/* nd_attn_exp on four lanes, the same operations. */
+/* nd_attn_exp on four lanes, the same values. Two steps differ in form
+ * only (V8 makes both several instructions longer otherwise): the clamp is
+ * f32x4.pmax, the same for every input but NaN; and k + 127 is read from
+ * the bits of x * log2(e) + 1.5 * 2^23, whose last mantissa bits hold the
+ * integer k exactly (|k| < 2^22). */
 INLINE v128_t exp4(v128_t x) {
     const v128_t magic = wasm_f32x4_splat(12582912.0f), lowest = wasm_f32x4_splat(-87.3f);
     v128_t ok = wasm_f32x4_ge(x, lowest);
-    x = wasm_f32x4_max(x, lowest);
-    v128_t k = wasm_f32x4_sub(wasm_f32x4_add(wasm_f32x4_mul(x, wasm_f32x4_splat(1.44269504088896341f)), magic), magic);
+    x = wasm_f32x4_pmax(x, lowest);
+    v128_t kt = wasm_f32x4_add(wasm_f32x4_mul(x, wasm_f32x4_splat(1.44269504088896341f)), magic);
+    v128_t k = wasm_f32x4_sub(kt, magic);
     v128_t r = wasm_f32x4_sub(wasm_f32x4_sub(x, wasm_f32x4_mul(k, wasm_f32x4_splat(0.693359375f))),
                               wasm_f32x4_mul(k, wasm_f32x4_splat(-2.12194440e-4f)));
     v128_t p = wasm_f32x4_splat(1.9875691500e-4f);
@@ -44,7 +43,7 @@ INLINE v128_t exp4(v128_t x) {
     p = wasm_f32x4_add(wasm_f32x4_mul(p, r), wasm_f32x4_splat(1.6666665459e-1f));
     p = wasm_f32x4_add(wasm_f32x4_mul(p, r), wasm_f32x4_splat(5.0000001201e-1f));
     p = wasm_f32x4_add(wasm_f32x4_add(wasm_f32x4_mul(p, wasm_f32x4_mul(r, r)), r), wasm_f32x4_splat(1.0f));
-    v128_t e = wasm_i32x4_shl(wasm_i32x4_add(wasm_i32x4_trunc_sat_f32x4(k), wasm_i32x4_splat(127)), 23);
+    v128_t e = wasm_i32x4_shl(wasm_i32x4_add(kt, wasm_i32x4_splat(127 - 0x4B400000)), 23);
     return wasm_v128_and(wasm_f32x4_mul(p, e), ok);
 }
 
@@ -97,120 +96,244 @@ static void accumulate(float *acc, uint32_t hdp, const float *v, size_t vstride,
     }
 }
 
-/* acc[32] += coef[j] * v[j][32] for keys j < kb (v rows hdp floats apart),
- * the 32 sums in registers. */
-INLINE void accumulate32(float *acc, const float *v, uint32_t hdp, const float *coef, uint32_t kb) {
-    v128_t x[8];
-    for (int q = 0; q < 8; q++) x[q] = wasm_v128_load(acc + 4 * q);
-    for (uint32_t j = 0; j < kb; j++, v += hdp) {
-        v128_t c = wasm_f32x4_splat(coef[j]);
-        for (int q = 0; q < 8; q++) x[q] = wasm_f32x4_add(x[q], wasm_f32x4_mul(c, wasm_v128_load(v + 4 * q)));
-    }
-    for (int q = 0; q < 8; q++) wasm_v128_store(acc + 4 * q, x[q]);
-}
-
 /* ---- int8 rows --------------------------------------------------------------- */
 
+/* Queries go through a block in pairs (one when a single one is left): each
+ * K row is widened to i16 in registers once for both queries' dots, and
+ * each pair of V rows interleaved value by value, (v[2p][c], v[2p+1][c],
+ * v[2p][c+1], ...), once for both, so i32x4.dot_i16x8_s against a pair of
+ * keys' quantised coefficients adds both keys' terms of four values. Only
+ * the scales are copied out of the rows (as vectors of four keys). */
+
+#define BI ND_ATTN_I8_BLOCK
+#define CQ_ONE 32767.0f
+#define UNROLL _Pragma("clang loop unroll(full)")
+
 typedef struct {
-    int16_t *k;   /* [B][hdp] K widened */
-    float *v;     /* [B][hdp] V as f32 (scales apart) */
-    float *ks;    /* [nb][B] K scales, block-major: four keys' scales are one vector */
-    float *vs;    /* [B][nb] V scales */
+    const uint8_t *k, *v;  /* row j of the block at k + j * stride (nb scales, then hdp int8) */
+    size_t stride;
+    uint32_t p, kb;        /* position of row 0; rows present (the rest are zero rows) */
+    float *ks, *vs;        /* [nb][BI] K and V scales */
+    int16_t *cq;           /* [2][nb][BI] a query pair's quantised coefficients */
+    float *d;              /* [2][nb] the step each set of them counts in */
+    uint8_t *pad;          /* [BI][K, V row]: a short block's rows, zero rows after */
 } i8_block;
 
-static i8_block carve(void *work, uint32_t hdp) {
-    i8_block bl;
-    bl.k = work;
-    bl.v = (float *)(bl.k + (size_t)B * hdp);
-    bl.ks = bl.v + (size_t)B * hdp;
-    bl.vs = bl.ks + (size_t)B * (hdp / 32);
-    return bl;
-}
-
-/* Widens rows j0..j0+kb of the run into the block buffers (scales of absent keys 0). */
-static void decode_i8(const nd_kv_run *run, uint32_t j0, uint32_t kb, uint32_t hdp, i8_block *bl) {
-    uint32_t nb = hdp / 32;
-    for (uint32_t j = 0; j < B; j++) {
-        if (j >= kb) {
-            for (uint32_t b = 0; b < nb; b++) bl->ks[b * B + j] = 0.0f;
-            memset(bl->k + (size_t)j * hdp, 0, hdp * sizeof(int16_t));
-            continue;
+/* Row j0.. of the run as a full block: a short one copied and padded with
+ * zero rows (zero scales: masked scores, zero coefficients). */
+static void load_block(const nd_kv_run *run, uint32_t j0, uint32_t hdp, i8_block *bl) {
+    uint32_t nb = hdp / 32, kb = run->count - j0 < BI ? run->count - j0 : BI;
+    size_t row = (size_t)nb * 4 + hdp;
+    bl->p = run->pos + j0, bl->kb = kb;
+    bl->k = run->k + j0 * run->stride, bl->v = run->v + j0 * run->stride, bl->stride = run->stride;
+    if (kb < BI) {
+        for (uint32_t j = 0; j < kb; j++) {
+            memcpy(bl->pad + 2 * j * row, bl->k + j * run->stride, row);
+            memcpy(bl->pad + (2 * j + 1) * row, bl->v + j * run->stride, row);
         }
-        const uint8_t *kr = run->k + (j0 + j) * run->stride, *vr = run->v + (j0 + j) * run->stride;
-        int16_t *kw = bl->k + (size_t)j * hdp;
-        float *vf = bl->v + (size_t)j * hdp;
-        for (uint32_t b = 0; b < nb; b++) {
-            float ks, vs;
-            memcpy(&ks, kr + 4 * b, 4);
-            memcpy(&vs, vr + 4 * b, 4);
-            bl->ks[b * B + j] = ks;
-            bl->vs[j * nb + b] = vs;
-        }
-        for (uint32_t c = 0; c < hdp; c += 16) {
-            v128_t k8 = wasm_v128_load(kr + (size_t)nb * 4 + c), v8 = wasm_v128_load(vr + (size_t)nb * 4 + c);
-            wasm_v128_store(kw + c, wasm_i16x8_extend_low_i8x16(k8));
-            wasm_v128_store(kw + c + 8, wasm_i16x8_extend_high_i8x16(k8));
-            v128_t lo = wasm_i16x8_extend_low_i8x16(v8), hi = wasm_i16x8_extend_high_i8x16(v8);
-            wasm_v128_store(vf + c, wasm_f32x4_convert_i32x4(wasm_i32x4_extend_low_i16x8(lo)));
-            wasm_v128_store(vf + c + 4, wasm_f32x4_convert_i32x4(wasm_i32x4_extend_high_i16x8(lo)));
-            wasm_v128_store(vf + c + 8, wasm_f32x4_convert_i32x4(wasm_i32x4_extend_low_i16x8(hi)));
-            wasm_v128_store(vf + c + 12, wasm_f32x4_convert_i32x4(wasm_i32x4_extend_high_i16x8(hi)));
-        }
+        memset(bl->pad + 2 * kb * row, 0, 2 * (BI - kb) * row);
+        bl->k = bl->pad, bl->v = bl->pad + row, bl->stride = 2 * row;
     }
+    for (uint32_t j = 0; j < BI; j++)
+        for (uint32_t b = 0; b < nb; b++) {
+            memcpy(bl->ks + b * BI + j, bl->k + j * bl->stride + 4 * b, 4);
+            memcpy(bl->vs + b * BI + j, bl->v + j * bl->stride + 4 * b, 4);
+        }
 }
 
-/* Integer dot of 32 widened values of one key with the query. */
-INLINE v128_t dot32(const int16_t *k, const int16_t *q) {
-    v128_t d0 = wasm_i32x4_dot_i16x8(wasm_v128_load(k), wasm_v128_load(q));
-    v128_t d1 = wasm_i32x4_dot_i16x8(wasm_v128_load(k + 8), wasm_v128_load(q + 8));
-    v128_t d2 = wasm_i32x4_dot_i16x8(wasm_v128_load(k + 16), wasm_v128_load(q + 16));
-    v128_t d3 = wasm_i32x4_dot_i16x8(wasm_v128_load(k + 24), wasm_v128_load(q + 24));
+/* Integer dot of 32 values of one K row (widened w0..w3) with a query's. */
+INLINE v128_t dot32(v128_t w0, v128_t w1, v128_t w2, v128_t w3, const int16_t *q) {
+    v128_t d0 = wasm_i32x4_dot_i16x8(w0, wasm_v128_load(q));
+    v128_t d1 = wasm_i32x4_dot_i16x8(w1, wasm_v128_load(q + 8));
+    v128_t d2 = wasm_i32x4_dot_i16x8(w2, wasm_v128_load(q + 16));
+    v128_t d3 = wasm_i32x4_dot_i16x8(w3, wasm_v128_load(q + 24));
     return wasm_i32x4_add(wasm_i32x4_add(d0, d1), wasm_i32x4_add(d2, d3));
 }
 
-/* s[B] scores of one query against the decoded block, as dot_i8_ref sums them. */
-static void scores_i8(const i8_block *bl, uint32_t hdp, const int16_t *q, const float *qs, float *s) {
-    for (uint32_t j = 0; j < B; j += 4) {
-        const int16_t *k = bl->k + (size_t)j * hdp;
-        v128_t sc = wasm_f32x4_splat(0.0f);
-        for (uint32_t b = 0; b < hdp / 32; b++) {
-            const int16_t *kb = k + b * 32, *qb = q + b * 32;
-            v128_t isum = reduce4_i32(dot32(kb, qb), dot32(kb + hdp, qb), dot32(kb + 2 * hdp, qb),
-                                      dot32(kb + 3 * hdp, qb));
-            v128_t scale = wasm_f32x4_mul(wasm_f32x4_splat(qs[b]), wasm_v128_load(bl->ks + b * B + j));
-            sc = wasm_f32x4_add(sc, wasm_f32x4_mul(scale, wasm_f32x4_convert_i32x4(isum)));
+/* d[t] for query slot t < nq: the dots of values 32b.. of row r with it. */
+INLINE void row_dots(const uint8_t *r, const int16_t *const *q, int nq, v128_t *d) {
+    v128_t k0 = wasm_v128_load(r), k1 = wasm_v128_load(r + 16);
+    v128_t w0 = wasm_i16x8_extend_low_i8x16(k0), w1 = wasm_i16x8_extend_high_i8x16(k0);
+    v128_t w2 = wasm_i16x8_extend_low_i8x16(k1), w3 = wasm_i16x8_extend_high_i8x16(k1);
+    for (int t = 0; t < nq; t++) d[t] = dot32(w0, w1, w2, w3, q[t]);
+}
+
+/* (x0, x1, x0', x1') lane sums of two dot vectors: half of reduce4_i32. */
+INLINE v128_t half_reduce(v128_t a, v128_t b) {
+    return wasm_i32x4_add(wasm_i32x4_shuffle(a, b, 0, 4, 1, 5), wasm_i32x4_shuffle(a, b, 2, 6, 3, 7));
+}
+
+/* s[t][BI] scores of queries qi[t < nq] over the block, as dot_i8_ref sums
+ * them, positions a query does not see -INFINITY; bm[t] their max. */
+INLINE void scores_i8(const nd_attn *a, const i8_block *bl, const uint32_t *qi, int nq, float (*s)[BI], float *bm) {
+    uint32_t hdp = a->hdp, nb = hdp / 32;
+    const v128_t ninf = wasm_f32x4_splat(-INFINITY), four = wasm_i32x4_splat(4);
+    v128_t pos = wasm_i32x4_add(wasm_i32x4_splat((int32_t)bl->p), wasm_i32x4_make(0, 1, 2, 3));
+    v128_t end = wasm_i32x4_splat((int32_t)(bl->p + bl->kb)), mx[2] = {ninf, ninf};
+    const uint8_t *k = bl->k + (size_t)nb * 4;
+    size_t st = bl->stride;
+    _Pragma("clang loop unroll(disable)") for (uint32_t j = 0; j < BI; j += 4, pos = wasm_i32x4_add(pos, four)) {
+        v128_t sc[2] = {wasm_f32x4_splat(0.0f), wasm_f32x4_splat(0.0f)};
+        for (uint32_t b = 0; b < nb; b++) {
+            const uint8_t *r = k + j * st + 32 * b;
+            const int16_t *q[2];
+            for (int t = 0; t < nq; t++) q[t] = a->q8 + (size_t)qi[t] * hdp + 32 * b;
+            v128_t d0[2], d1[2], ab[2], cd[2];
+            row_dots(r, q, nq, d0);
+            row_dots(r + st, q, nq, d1);
+            for (int t = 0; t < nq; t++) ab[t] = half_reduce(d0[t], d1[t]);
+            row_dots(r + 2 * st, q, nq, d0);
+            row_dots(r + 3 * st, q, nq, d1);
+            for (int t = 0; t < nq; t++) {
+                cd[t] = half_reduce(d0[t], d1[t]);
+                v128_t isum = wasm_i32x4_add(wasm_i32x4_shuffle(ab[t], cd[t], 0, 1, 4, 5),
+                                             wasm_i32x4_shuffle(ab[t], cd[t], 2, 3, 6, 7));
+                v128_t scale = wasm_f32x4_mul(wasm_f32x4_splat(a->qscale[(size_t)qi[t] * nb + b]),
+                                              wasm_v128_load(bl->ks + b * BI + j));
+                sc[t] = wasm_f32x4_add(sc[t], wasm_f32x4_mul(scale, wasm_f32x4_convert_i32x4(isum)));
+            }
         }
-        wasm_v128_store(s + j, sc);
+        for (int t = 0; t < nq; t++) {
+            v128_t lo = wasm_i32x4_splat((int32_t)a->lo[qi[t]]), hi = wasm_i32x4_splat((int32_t)a->hi[qi[t]]);
+            v128_t seen = wasm_v128_and(wasm_v128_and(wasm_u32x4_ge(pos, lo), wasm_u32x4_le(pos, hi)),
+                                        wasm_u32x4_lt(pos, end));
+            v128_t v = wasm_v128_bitselect(sc[t], ninf, seen);
+            mx[t] = wasm_f32x4_pmax(mx[t], v);
+            wasm_v128_store(s[t] + j, v);
+        }
+    }
+    for (int t = 0; t < nq; t++) {
+        v128_t m = wasm_f32x4_pmax(mx[t], wasm_i32x4_shuffle(mx[t], mx[t], 2, 3, 0, 1));
+        m = wasm_f32x4_pmax(m, wasm_i32x4_shuffle(m, m, 1, 0, 3, 2));
+        bm[t] = wasm_f32x4_extract_lane(m, 0);
     }
 }
 
-static int any_sees(const nd_attn *a, uint32_t p, uint32_t kb) {
-    for (uint32_t i = 0; i < a->n; i++)
-        if (!block_hidden(a, i, p, kb)) return 1;
-    return 0;
+/* w[BI] = exp(s - mx) (0 where masked); adds them to the sum in block_sum's order. */
+static void weights_i8(nd_attn *a, uint32_t i, const float *s, float mx, float *w) {
+    v128_t m = wasm_f32x4_splat(mx), t = exp4(wasm_f32x4_sub(wasm_v128_load(s), m));
+    wasm_v128_store(w, t);
+    _Pragma("clang loop unroll(disable)") for (uint32_t j = 4; j < BI; j += 4) {
+        v128_t e = exp4(wasm_f32x4_sub(wasm_v128_load(s + j), m));
+        wasm_v128_store(w + j, e);
+        t = wasm_f32x4_add(t, e);
+    }
+    t = wasm_f32x4_add(t, wasm_i32x4_shuffle(t, t, 2, 3, 0, 1));
+    a->sum[i] += wasm_f32x4_extract_lane(t, 0) + wasm_f32x4_extract_lane(t, 1);
+}
+
+/* rintf of four lanes in [0, 2^22) as i32: adding 2^23 rounds to an
+ * integer, half to even, left in the last mantissa bits (V8 makes
+ * f32x4.nearest and the saturating truncation a dozen instructions). */
+INLINE v128_t round_small(v128_t y) {
+    return wasm_i32x4_sub(wasm_f32x4_add(y, wasm_f32x4_splat(8388608.0f)), wasm_i32x4_splat(0x4B000000));
+}
+
+/* cq[BI] = the 15-bit coefficients w[j] * V scale of values 32b.. (zeros
+ * when all are below 2^-100) as add_values_ref forms them; returns the step
+ * they count in (0 for zeros). */
+static float coefficients(const float *w, const float *vs, int16_t *cq) {
+    v128_t c[BI / 4], mx = wasm_f32x4_splat(0.0f);
+    UNROLL for (uint32_t t = 0; t < BI / 4; t++) {
+        c[t] = wasm_f32x4_mul(wasm_v128_load(w + 4 * t), wasm_v128_load(vs + 4 * t));
+        mx = wasm_f32x4_pmax(mx, c[t]);
+    }
+    mx = wasm_f32x4_pmax(mx, wasm_i32x4_shuffle(mx, mx, 2, 3, 0, 1));
+    mx = wasm_f32x4_pmax(mx, wasm_i32x4_shuffle(mx, mx, 1, 0, 3, 2));
+    float cmax = wasm_f32x4_extract_lane(mx, 0);
+    int ok = cmax >= 0x1p-100f;
+    v128_t f = wasm_f32x4_splat(ok ? CQ_ONE / cmax : 0.0f);
+    UNROLL for (uint32_t t = 0; t < BI / 8; t++)
+        wasm_v128_store(cq + 8 * t, wasm_i16x8_narrow_i32x4(round_small(wasm_f32x4_mul(c[2 * t], f)),
+                                                            round_small(wasm_f32x4_mul(c[2 * t + 1], f))));
+    return ok ? cmax / CQ_ONE : 0.0f;
+}
+
+/* x[4] += the terms of one pair of keys on 16 values: i0, i1 their
+ * interleaved values widened, cp the pair's two coefficients in each lane. */
+INLINE void pair_terms(v128_t *x, v128_t e0, v128_t e1, v128_t e2, v128_t e3, v128_t cp) {
+    x[0] = wasm_i32x4_add(x[0], wasm_i32x4_dot_i16x8(e0, cp));
+    x[1] = wasm_i32x4_add(x[1], wasm_i32x4_dot_i16x8(e1, cp));
+    x[2] = wasm_i32x4_add(x[2], wasm_i32x4_dot_i16x8(e2, cp));
+    x[3] = wasm_i32x4_add(x[3], wasm_i32x4_dot_i16x8(e3, cp));
+}
+
+/* acc of queries qi[t < nq] += their coefficients cq (bl->cq, slot t) times
+ * the block's values, 16 values at a time: exact int32 sums over the block,
+ * then one multiply-add by their step bl->d. */
+INLINE void values_i8(nd_attn *a, const i8_block *bl, const uint32_t *qi, int nq) {
+    uint32_t hdp = a->hdp, nb = hdp / 32;
+    size_t st = bl->stride;
+    for (uint32_t c = 0; c < hdp; c += 16) {
+        uint32_t b = c / 32;
+        const uint8_t *v = bl->v + (size_t)nb * 4 + c;
+        const int16_t *cq[2];
+        v128_t x[2][4];
+        for (int t = 0; t < nq; t++) {
+            cq[t] = bl->cq + ((size_t)t * nb + b) * BI;
+            for (int g = 0; g < 4; g++) x[t][g] = wasm_i32x4_splat(0);
+        }
+        _Pragma("clang loop unroll(disable)") for (uint32_t pr = 0; pr < BI / 2; pr++, v += 2 * st) {
+            v128_t r0 = wasm_v128_load(v), r1 = wasm_v128_load(v + st);
+            v128_t lo = wasm_i8x16_shuffle(r0, r1, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+            v128_t hi = wasm_i8x16_shuffle(r0, r1, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+            v128_t e0 = wasm_i16x8_extend_low_i8x16(lo), e1 = wasm_i16x8_extend_high_i8x16(lo);
+            v128_t e2 = wasm_i16x8_extend_low_i8x16(hi), e3 = wasm_i16x8_extend_high_i8x16(hi);
+            for (int t = 0; t < nq; t++) pair_terms(x[t], e0, e1, e2, e3, wasm_v128_load32_splat(cq[t] + 2 * pr));
+        }
+        for (int t = 0; t < nq; t++) {
+            float *acc = a->acc + (size_t)qi[t] * hdp + c;
+            v128_t dv = wasm_f32x4_splat(bl->d[t * nb + b]);
+            for (int g = 0; g < 4; g++)
+                wasm_v128_store(acc + 4 * g, wasm_f32x4_add(wasm_v128_load(acc + 4 * g),
+                                                            wasm_f32x4_mul(dv, wasm_f32x4_convert_i32x4(x[t][g]))));
+        }
+    }
+}
+
+/* Queries qi[t < nq] (each sees some of the block) through the block. */
+INLINE void group_i8(nd_attn *a, const i8_block *bl, const uint32_t *qi, int nq) {
+    uint32_t nb = a->hdp / 32, live[2];
+    _Alignas(16) float s[2][BI], w[BI];
+    float bm[2];
+    int n = 0;
+    scores_i8(a, bl, qi, nq, s, bm);
+    for (int t = 0; t < nq; t++) {
+        if (bm[t] == -INFINITY) continue;
+        uint32_t i = qi[t];
+        weights_i8(a, i, s[t], raise_max(a, i, bm[t]), w);
+        for (uint32_t b = 0; b < nb; b++) bl->d[n * nb + b] = coefficients(w, bl->vs + b * BI, bl->cq + ((size_t)n * nb + b) * BI);
+        live[n++] = i;
+    }
+    if (n == 2) values_i8(a, bl, live, 2);
+    else if (n == 1) values_i8(a, bl, live, 1);
+}
+
+static void pair_i8(nd_attn *a, const i8_block *bl, const uint32_t *qi) { group_i8(a, bl, qi, 2); }
+static void single_i8(nd_attn *a, const i8_block *bl, const uint32_t *qi) { group_i8(a, bl, qi, 1); }
+
+static i8_block carve(void *work, uint32_t hdp) {
+    uint32_t nb = hdp / 32;
+    i8_block bl;
+    bl.ks = work;
+    bl.vs = bl.ks + (size_t)nb * BI;
+    bl.cq = (int16_t *)(bl.vs + (size_t)nb * BI);
+    bl.d = (float *)(bl.cq + 2 * (size_t)nb * BI);
+    bl.pad = (uint8_t *)(bl.d + 2 * (size_t)nb);
+    return bl;
 }
 
 void nd_attn_i8_simd128(nd_attn *a, const nd_kv_run *run) {
-    uint32_t hdp = a->hdp, nb = hdp / 32;
-    i8_block bl = carve(a->work, hdp);
-    _Alignas(16) float s[B], w[B], coef[B];
-    for (uint32_t j0 = 0; j0 < run->count; j0 += B) {
-        uint32_t kb = run->count - j0 < B ? run->count - j0 : B, p = run->pos + j0;
-        if (!any_sees(a, p, kb)) continue;
-        decode_i8(run, j0, kb, hdp, &bl);
+    i8_block bl = carve(a->work, a->hdp);
+    for (uint32_t j0 = 0; j0 < run->count; j0 += BI) {
+        uint32_t kb = run->count - j0 < BI ? run->count - j0 : BI, p = run->pos + j0, qi[2], n = 0;
         for (uint32_t i = 0; i < a->n; i++) {
             if (block_hidden(a, i, p, kb)) continue;
-            scores_i8(&bl, hdp, a->q8 + (size_t)i * hdp, a->qscale + (size_t)i * nb, s);
-            float bm = mask_scores(a, i, p, kb, s);
-            if (bm == -INFINITY) continue;
-            float mx = raise_max(a, i, bm);
-            weights(a, i, s, mx, w);
-            float *acc = a->acc + (size_t)i * hdp;
-            for (uint32_t b = 0; b < nb; b++) {
-                for (uint32_t j = 0; j < kb; j++) coef[j] = w[j] * bl.vs[j * nb + b];
-                accumulate32(acc + b * 32, bl.v + b * 32, hdp, coef, kb);
-            }
+            if (!n) load_block(run, j0, a->hdp, &bl); /* only blocks some query sees */
+            qi[n++ & 1] = i;
+            if (!(n & 1)) pair_i8(a, &bl, qi);
         }
+        if (n & 1) single_i8(a, &bl, qi);
     }
 }
 

@@ -156,8 +156,14 @@ static void check_scene(uint32_t hd, uint32_t n, int i8, const uint32_t *count, 
                           hd, n, i, k, ref[(size_t)i * hd + k], fast[(size_t)i * hd + k]);
         }
     }
-    CHECK(worst < 2e-5, "ref: hd %u n %u i8 %d runs %u: error %g", hd, n, i8, runs, worst);
-    CHECK(worst_fast < 2e-5, "kernel: hd %u n %u i8 %d runs %u: error %g", hd, n, i8, runs, worst_fast);
+    /* f32 rounding, plus for int8 rows the 15-bit coefficients (attention.h):
+     * per block each key's coefficient is off by at most half a step, the
+     * block's largest / 65534, times |v| <= 127 * its scale <= `scale`; the
+     * block's largest weight is at most the final sum, so all blocks together
+     * stay under ND_ATTN_I8_BLOCK / 65534 of `scale`. */
+    double tolerance = 2e-5 + (i8 ? ND_ATTN_I8_BLOCK / 65534.0 : 0.0);
+    CHECK(worst < tolerance, "ref: hd %u n %u i8 %d runs %u: error %g", hd, n, i8, runs, worst);
+    CHECK(worst_fast < tolerance, "kernel: hd %u n %u i8 %d runs %u: error %g", hd, n, i8, runs, worst_fast);
     free(ref), free(fast), free(want);
     free_scene(&sc);
 }
