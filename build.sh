@@ -46,8 +46,36 @@ wasm() {
   engine_module dist/needle.wasm -msimd128 -DND_SIMD128 $SIMD_SOURCES
   relaxed_module dist/needle.wasm dist/needle-relaxed.wasm
   engine_module dist/needle-nosimd.wasm
-  local size; size=$(stat -c %s dist/needle.wasm)
-  if [ "$size" -ge 307200 ]; then echo "dist/needle.wasm is $size bytes, over the 300 KB budget" >&2; exit 1; fi
+  threads_module dist/needle-threads.wasm
+  local size f
+  for f in dist/needle.wasm dist/needle-threads.wasm; do
+    size=$(stat -c %s "$f")
+    if [ "$size" -ge 307200 ]; then echo "$f is $size bytes, over the 300 KB budget" >&2; exit 1; fi
+  done
+}
+
+# The SIMD128 build with wasm atomics over an imported shared memory, which
+# js/thread-worker.js instantiates again in each worker (src/threads.h).
+# emcc 3.1.6 refuses -pthread with STANDALONE_WASM, so the module is linked
+# by hand: --shared-memory makes the data segments passive, initialised once
+# by the start function behind an atomic flag, so a worker's instance leaves
+# memory alone. Emscripten's libc is linked unchanged (its non-mt build,
+# hence --no-check-features): only the engine's thread calls malloc or any
+# other stateful libc function; workers run the kernels alone. The module
+# declares a 2 GB maximum; js/wasm.js creates the memory with its own, lower,
+# maximum.
+threads_module() {
+  local out=$1
+  engine_module "$out" -msimd128 -DND_SIMD128 -matomics -mbulk-memory $SIMD_SOURCES \
+    -sIMPORTED_MEMORY -sMAXIMUM_MEMORY=2147483648 -Wl,--shared-memory -Wl,--no-check-features
+  node -e '
+    const m = new WebAssembly.Module(require("fs").readFileSync(process.argv[1]));
+    const memory = WebAssembly.Module.imports(m).find((i) => i.kind === "memory");
+    const names = WebAssembly.Module.exports(m).map((e) => e.name);
+    const missing = ["needle_thread_work", "needle_threads_start", "stackRestore", "stackSave"].filter((n) => !names.includes(n));
+    if (!memory || missing.length) { console.error(`${process.argv[1]}: no imported memory or missing ${missing}`); process.exit(1); }
+    new WebAssembly.Instance(m, { env: { memory: new WebAssembly.Memory({ initial: 64, maximum: 1024, shared: true }),
+      needle_now_ms: () => 0, emscripten_notify_memory_growth() {} } });' "$out"
 }
 
 # A post-link rewrite, not -mrelaxed-simd: Debian's LLVM 14 encodes relaxed

@@ -7,10 +7,14 @@
 // and the module sizes. A figure this host cannot measure is null and
 // `host.nulls` says why. `quick` runs the same code on the tiny archive with
 // minimal repetitions: a smoke run of seconds for the tests, not a measurement.
+// Decode and prefill run on one thread (t1: the default single-threaded
+// variant) and on two (t2: the threaded engine, see threadPlan in js/wasm.js), measured
+// alternately in the same run; host.threads says what each ran.
 
 import { readFile, stat } from 'node:fs/promises';
 import os from 'node:os';
 import { Model } from './model.js';
+import { Engine } from './engine.js';
 import { VARIANTS, chooseVariant, detectFeatures, defaultVariant, variantUrl } from './wasm.js';
 
 const DEMO = new URL('../dist/demo.cact', import.meta.url);
@@ -23,7 +27,6 @@ export const GEMV_WIDTHS = { cq2: 2, cq3: 3, cq4: 4, ternary: 1 }; // needle_ben
 export const STAGES = ['embedding', 'mhc', 'engram', 'attn_proj', 'attention', 'mlp_fwht', 'logits', 'other'];
 const F32_BITS = 32;
 const GEMV_GROUP = 128; // the released archive's weight group
-const THREADS_REASON = 'threads are not implemented yet: the engine runs one thread';
 
 const FULL = { decodeSteps: 16, decodeRuns: 3, prefillRuns: 3, gemvMs: 40, gemvRuns: 3, masks: 300 };
 const QUICK = { decodeSteps: 2, decodeRuns: 1, prefillRuns: 1, gemvMs: 1, gemvRuns: 1, masks: 20 };
@@ -241,14 +244,14 @@ function constrainedDecode(model, opts) {
 async function otherVariants(bytes, chosen, features, opts) {
   const rates = {};
   for (const [name, variant] of Object.entries(VARIANTS)) {
-    if (name === chosen || !variant.shipped) continue;
+    if (name === chosen || !variant.shipped || variant.threaded) continue; // t2 measures the threaded one
     try { chooseVariant(features, name); } catch { continue; } // the host cannot run it
     if (!(await stat(variantUrl(name)).catch(() => null))) continue;
-    const model = await Model.fromBytes(bytes, { wasm: name });
+    const model = await modelOn(bytes, name, 1);
     warmUp(model);
     // One short run: a scalar build is many times slower, and this is a comparison only.
     const short = { ...opts, decodeRuns: 1, decodeSteps: Math.min(opts.decodeSteps, 8) };
-    try { rates[name] = round(decodeAt(model, 64, short)); } finally { model.free(); }
+    try { rates[name] = round(decodeAt(model, 64, short)); } finally { await freeModel(model); }
   }
   return rates;
 }
@@ -271,6 +274,35 @@ function host(variant, features) {
   };
 }
 
+/** A model on an engine of `threads` threads (variant: the engine variant). */
+async function modelOn(bytes, variant, threads) {
+  const engine = await Engine.create(variant, { threads });
+  try {
+    return Model.fromMemory(engine, engine.copyIn(bytes), bytes.length);
+  } catch (error) {
+    await engine.free();
+    throw error;
+  }
+}
+
+async function freeModel(model) {
+  if (!model) return;
+  model.free();
+  await model.engine.free();
+}
+
+/** Runs fn(model) for the t1 and the t2 model (t2 only when there is one),
+ *  t1 first on even rounds and t2 first on odd ones, `rounds` times:
+ *  { t1, t2 } medians. Alternating evens out what else the machine does. */
+function alternate(t1, t2, rounds, fn) {
+  const rates = { t1: [], t2: [] };
+  for (let r = 0; r < rounds; r++) {
+    const order = t2 ? (r % 2 ? [['t2', t2], ['t1', t1]] : [['t1', t1], ['t2', t2]]) : [['t1', t1]];
+    for (const [key, model] of order) rates[key].push(fn(model));
+  }
+  return { t1: median(rates.t1), t2: t2 ? median(rates.t2) : null };
+}
+
 /** Runs the benchmark; returns the result object (see the file comment).
  *  progress(text) is told what runs next. */
 export async function runBench({ file, quick = false, progress = () => {} } = {}) {
@@ -280,31 +312,47 @@ export async function runBench({ file, quick = false, progress = () => {} } = {}
   const bytes = new Uint8Array(await readFile(source));
   const variant = defaultVariant();
   const features = detectFeatures();
-  const model = await Model.fromBytes(bytes, { wasm: variant });
+  const model = await modelOn(bytes, variant, 1);
+  let threaded = await modelOn(bytes, undefined, 2).catch((error) => ({ error }));
+  const t2Reason = threaded.error ? `the threaded engine failed: ${threaded.error.message}`
+    : threaded.engine.threads.count < 2 ? `2 threads are not available here: ${threaded.engine.threads.reason}` : null;
+  const threadsInfo = {
+    t1: { variant: model.engine.variant ?? variant, count: model.engine.threads.count },
+    t2: t2Reason ? { count: null, reason: t2Reason }
+      : { variant: threaded.engine.variant, count: threaded.engine.threads.count },
+  };
+  if (t2Reason) {
+    if (!threaded.error) await freeModel(threaded);
+    threaded = null;
+  }
   const nulls = {};
   try {
     progress('warm-up');
     warmUp(model);
+    if (threaded) warmUp(threaded);
     // First, in a fresh engine, so the high-water mark is the conversation's own.
     progress('decode at 1000 tokens of context');
     const decode = {};
-    decode.ctx1000 = decodeAt(model, 1000, opts);
+    decode.ctx1000 = alternate(model, threaded, 1, (m) => decodeAt(m, 1000, opts));
     const peakMemoryMb = model.peakMemoryBytes / 2 ** 20;
     const profile = [];
     for (const ctx of CONTEXTS.filter((c) => c !== 1000)) {
       progress(`decode at ${ctx} tokens of context`);
-      decode[`ctx${ctx}`] = decodeAt(model, ctx, opts, ctx === 256 ? profile : null);
+      decode[`ctx${ctx}`] = alternate(model, threaded, 1,
+        (m) => decodeAt(m, ctx, opts, ctx === 256 && m === model ? profile : null));
     }
     const decodeTps = {};
     for (const ctx of CONTEXTS) {
-      decodeTps[`ctx${ctx}`] = { t1: round(decode[`ctx${ctx}`]), t2: null };
-      nulls[`decode_tps.ctx${ctx}.t2`] = THREADS_REASON;
+      const { t1, t2 } = decode[`ctx${ctx}`];
+      decodeTps[`ctx${ctx}`] = { t1: round(t1), t2: t2 === null ? null : round(t2) };
+      if (t2 === null) nulls[`decode_tps.ctx${ctx}.t2`] = t2Reason;
     }
     const prefill = {};
     for (const n of PROMPTS) {
       progress(`prefill of ${n} tokens`);
-      prefill[`p${n}`] = { t1: round(prefillTps(model, n, opts)), t2: null };
-      nulls[`prefill_tps.p${n}.t2`] = THREADS_REASON;
+      const { t1, t2 } = alternate(model, threaded, opts.prefillRuns, (m) => prefillTps(m, n, { ...opts, prefillRuns: 1 }));
+      prefill[`p${n}`] = { t1: round(t1), t2: t2 === null ? null : round(t2) };
+      if (t2 === null) nulls[`prefill_tps.p${n}.t2`] = t2Reason;
     }
     const stageMs = STAGES.map((_, i) => profile.reduce((sum, run) => sum + run[i], 0));
     const total = stageMs.reduce((a, b) => a + b, 0);
@@ -320,6 +368,8 @@ export async function runBench({ file, quick = false, progress = () => {} } = {}
     const constrained = constrainedDecode(model, opts);
     if (constrained.reason) nulls.constrained_decode_tps = constrained.reason;
     progress('other engine variants');
+    await freeModel(threaded);
+    threaded = null;
     const variants = { [variant]: decodeTps.ctx64.t1, ...(await otherVariants(bytes, variant, features, opts)) };
     const geometry = ['vocabulary', 'hidden', 'layers', 'lanes', 'kvWindow', 'kvBits']
       .map((f) => [f, model.geometry(f)]);
@@ -338,10 +388,11 @@ export async function runBench({ file, quick = false, progress = () => {} } = {}
       wasm_bytes: await wasmSizes(),
       decode_tps_ctx64_by_variant: variants,
       host: {
-        ...host(variant, features), nulls, quick,
+        ...host(variant, features), threads: threadsInfo, nulls, quick,
         archive: { file: String(source instanceof URL ? source.pathname : source), ...Object.fromEntries(geometry) },
         method: {
           decode: `median of ${opts.decodeRuns} runs of ${opts.decodeSteps} single-token feeds with logits`,
+          threads: 't1 and t2 measured alternately in one run, t1 on the default single-threaded variant',
           stage_share: 'decode steps at 256 tokens of context, needle_session_profile',
           gemv: `needle_bench_gemv, group ${GEMV_GROUP}, activation rotated outside the timing`,
           peak_memory: 'wasm memory high-water mark after a 1000-token prompt and decode steps',
@@ -351,7 +402,8 @@ export async function runBench({ file, quick = false, progress = () => {} } = {}
       },
     };
   } finally {
-    model.free();
+    await freeModel(threaded);
+    await freeModel(model);
   }
 }
 
@@ -362,7 +414,8 @@ export function formatBench(r) {
   const h = r.host;
   const lines = [
     `needle-wasm bench: ${h.archive.file} (${h.quick ? 'QUICK smoke run, not a measurement' : 'full'})`,
-    `host: node ${h.node} (V8 ${h.v8}), ${h.cpu}, ${h.cores} cores, ${h.threads_used} thread, engine variant ${h.variant}`,
+    `host: node ${h.node} (V8 ${h.v8}), ${h.cpu}, ${h.cores} cores, engine variant ${h.variant}; `
+      + `2 threads: ${h.threads?.t2?.count ? `variant ${h.threads.t2.variant}` : 'n/a'}`,
     '',
     `decode tok/s        ${num('1 thread', 10)} ${num('2 threads', 10)}`,
     ...Object.entries(r.decode_tps).map(([k, v]) => `  context ${k.slice(3).padEnd(10)} ${num(v.t1, 10)} ${num(v.t2, 10)}`),

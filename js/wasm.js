@@ -17,6 +17,10 @@ export const VARIANTS = Object.freeze({
   relaxed: Object.freeze({ file: 'needle-relaxed.wasm', needs: ['simd', 'relaxedSimd'], shipped: true }),
   simd: Object.freeze({ file: 'needle.wasm', needs: ['simd'], shipped: true }),
   nosimd: Object.freeze({ file: 'needle-nosimd.wasm', needs: [], shipped: true }),
+  // SIMD128 with wasm atomics over an imported shared memory: run on several
+  // threads (threadPlan below decides when, THREADS_PROBE whether the host
+  // has WebAssembly threads); never picked by fittingVariants.
+  threads: Object.freeze({ file: 'needle-threads.wasm', needs: ['simd'], shipped: true, threaded: true }),
 });
 
 // A module with one function (param v128 v128) (result v128) computing
@@ -38,14 +42,23 @@ export const PROBES = Object.freeze({
   relaxedSimd: probeModule([0xfd, 0x80, 0x02]),
 });
 
+/** A module importing a shared memory (limits flag 3: shared, with a
+ *  maximum): it validates only where WebAssembly threads do. */
+export const THREADS_PROBE = new Uint8Array([
+  0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
+  0x02, 0x09, 0x01, 0x01, 0x65, 0x01, 0x6d, 0x02, 0x03, 0x01, 0x01, // import "e" "m" (memory 1 1 shared)
+]);
+
 /** { simd, relaxedSimd }: what this host's WebAssembly accepts. */
 export function detectFeatures(validate = (bytes) => WebAssembly.validate(bytes)) {
   return Object.fromEntries(Object.entries(PROBES).map(([name, bytes]) => [name, validate(bytes)]));
 }
 
-/** Shipped variants the features allow, best first. */
+/** Shipped single-threaded variants the features allow, best first (the
+ *  threaded one is chosen by threadPlan instead). */
 export function fittingVariants(features) {
-  return Object.keys(VARIANTS).filter((n) => VARIANTS[n].shipped && VARIANTS[n].needs.every((f) => features[f]));
+  return Object.keys(VARIANTS).filter((n) => VARIANTS[n].shipped && !VARIANTS[n].threaded
+    && VARIANTS[n].needs.every((f) => features[f]));
 }
 
 /** The variant to run: `forced` when given (an error if unknown or the host
@@ -74,6 +87,7 @@ const SHIPPED_URLS = Object.freeze({
   relaxed: new URL('../dist/needle-relaxed.wasm', import.meta.url),
   simd: new URL('../dist/needle.wasm', import.meta.url),
   nosimd: new URL('../dist/needle-nosimd.wasm', import.meta.url),
+  threads: new URL('../dist/needle-threads.wasm', import.meta.url),
 });
 
 /** URL of a variant's module file (an unshipped one: next to needle.wasm). */
@@ -83,7 +97,8 @@ export function variantUrl(name) {
 }
 
 let features; // probed once per thread
-const forcedByEnv = () => globalThis.process?.env?.NEEDLE_WASM_VARIANT || undefined;
+/** The variant NEEDLE_WASM_VARIANT forces (Node), if any. */
+export const forcedByEnv = () => globalThis.process?.env?.NEEDLE_WASM_VARIANT || undefined;
 /** The variant this thread runs by default (NEEDLE_WASM_VARIANT in Node forces one). */
 export function defaultVariant() {
   features ??= detectFeatures();
@@ -141,10 +156,20 @@ async function resolveModule(source) {
   return { module: await compileEngine(source), variant: undefined };
 }
 
+/** Whether a compiled engine module is the threaded build (it imports its
+ *  memory, a shared one). */
+export const importsMemory = (module) => WebAssembly.Module.imports(module).some((i) => i.kind === 'memory');
+
+/** Pages the threaded build declares as its initial memory (build.sh's
+ *  -sINITIAL_MEMORY=4194304): an imported memory must have at least these. */
+export const THREADS_INITIAL_PAGES = 64;
+
 /** A fresh engine instance: { exports, memory, module, variant }. `source`:
- *  a variant name ('simd', 'nosimd', 'relaxed'), a WebAssembly.Module, a URL,
- *  or nothing for the best variant this host runs. */
-export async function instantiateEngine(source) {
+ *  a variant name ('simd', 'nosimd', 'relaxed', 'threads'), a
+ *  WebAssembly.Module, a URL, or nothing for the best single-threaded
+ *  variant this host runs. A module that imports its memory (the threaded
+ *  build) gets a new shared memory (createMemory makes it). */
+export async function instantiateEngine(source, { createMemory } = {}) {
   const resolved = await resolveModule(source);
   const { module } = resolved;
   const imports = {
@@ -153,9 +178,181 @@ export async function instantiateEngine(source) {
       needle_now_ms: () => performance.now(), // the engine's clock for tok/s figures
     },
   };
+  if (importsMemory(module)) {
+    imports.env.memory = createMemory ? createMemory(THREADS_INITIAL_PAGES)
+      : new WebAssembly.Memory({ initial: THREADS_INITIAL_PAGES, maximum: 16384, shared: true });
+  }
   const instance = await WebAssembly.instantiate(module, imports);
   const { exports } = instance;
   // Standalone modules run their static constructors in _initialize.
   if (exports._initialize) exports._initialize();
-  return { exports, memory: exports.memory, module, variant: resolved.variant };
+  return { exports, memory: exports.memory ?? imports.env.memory, module, variant: resolved.variant };
+}
+
+// ---- threads --------------------------------------------------------------
+// Whether the engine runs on several threads here, and the workers that do.
+// The threaded build (VARIANTS.threads, src/threads.h) splits its large matrix
+// products across workers sharing its WebAssembly.Memory; that needs
+// SharedArrayBuffer, which browsers give only to cross-origin isolated pages
+// (COOP: same-origin, COEP: require-corp), WebAssembly threads and more than
+// one core. threadPlan is the pure decision, hostThreadFacts what this host
+// says, startWorkers the workers (js/thread-worker.js).
+
+/** Most threads 'auto' picks (the engine's matrices are small: beyond four
+ *  threads the hand-offs cost more than they save). */
+export const MAX_AUTO_THREADS = 4;
+/** Most threads any request gets. */
+export const MAX_THREADS = 16;
+/** Stack of each worker, carved from the engine's heap (the kernels need a
+ *  few tens of KB). */
+export const WORKER_STACK_BYTES = 256 * 1024;
+const READY_TIMEOUT_MS = 10000;
+
+const isNode = typeof globalThis.process?.versions?.node === 'string' && typeof window === 'undefined'
+  && typeof WorkerGlobalScope === 'undefined';
+
+/** What this host offers: { node, sharedArrayBuffer, crossOriginIsolated,
+ *  cores, wasmThreads } (wasmThreads: `validate` accepts a shared memory). */
+export async function hostThreadFacts(validate = (bytes) => WebAssembly.validate(bytes)) {
+  let cores = globalThis.navigator?.hardwareConcurrency ?? 1;
+  if (isNode) {
+    const os = await importNode('node:os');
+    cores = os.availableParallelism?.() ?? os.cpus().length;
+  }
+  return {
+    node: isNode,
+    sharedArrayBuffer: typeof SharedArrayBuffer === 'function',
+    crossOriginIsolated: globalThis.crossOriginIsolated === true,
+    cores,
+    wasmThreads: validate(THREADS_PROBE),
+  };
+}
+
+/** A module importing a shared memory (limits flag 3: shared, with maximum):
+ *  it validates only where WebAssembly threads do. */
+
+/**
+ * The pure decision: how many threads to run and, when it is one, why.
+ * requested: 'auto' (default) or a positive integer; facts: hostThreadFacts'
+ * shape, plus `simd` (the threaded build is a SIMD128 build) and `variant`
+ * (a variant the caller forced, if any). Returns { count, reason }; reason
+ * is null when count is what was asked for.
+ */
+export function threadPlan(requested = 'auto', facts) {
+  if (requested !== 'auto' && !(Number.isInteger(requested) && requested >= 1 && requested <= MAX_THREADS)) {
+    throw new RangeError(`threads must be 'auto' or an integer from 1 to ${MAX_THREADS}, not ${String(requested)}`);
+  }
+  const one = (reason) => ({ count: 1, reason });
+  if (requested === 1) return one('one thread was requested');
+  if (facts.variant && facts.variant !== 'threads') {
+    return one(`the "${facts.variant}" engine variant runs one thread (threads need the "threads" variant)`);
+  }
+  if (!facts.sharedArrayBuffer) {
+    return one(facts.node ? 'SharedArrayBuffer is not available'
+      : 'SharedArrayBuffer is not available (the page must be cross-origin isolated: COOP same-origin, COEP require-corp)');
+  }
+  if (!facts.node && !facts.crossOriginIsolated) {
+    return one('the page is not cross-origin isolated (serve it with Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp)');
+  }
+  if (!facts.wasmThreads) return one('this WebAssembly engine has no threads (shared memory)');
+  if (facts.simd === false) return one('the threaded engine needs SIMD128, which this host lacks');
+  const cores = Math.max(1, Math.floor(facts.cores || 1));
+  if (cores < 2) return one('this host has one core');
+  if (requested === 'auto') return { count: Math.min(cores, MAX_AUTO_THREADS), reason: null };
+  if (requested > cores) return { count: cores, reason: `${requested} threads requested, capped at the ${cores} cores` };
+  return { count: requested, reason: null };
+}
+
+/** A shared memory for the threaded module: `initial` pages, and the largest
+ *  maximum this host will reserve (1 GB, else 512 or 256 MB). */
+export function createSharedMemory(initial) {
+  let failure;
+  for (const maximum of [16384, 8192, 4096]) {
+    try {
+      return new WebAssembly.Memory({ initial, maximum, shared: true });
+    } catch (error) {
+      failure = error;
+    }
+  }
+  throw failure;
+}
+
+function spawnWorker(nodeThreads, message) {
+  if (nodeThreads) {
+    // The parent's flags, less one a worker refuses (node --input-type=module -e ...).
+    const execArgv = process.execArgv.filter((arg) => !arg.startsWith('--input-type'));
+    const worker = new nodeThreads.Worker(new URL('./thread-worker.js', import.meta.url), { workerData: message, execArgv });
+    return {
+      on: (event, fn) => {
+        worker.on(event === 'message' ? 'message' : 'error', fn);
+        worker.unref(); // after on(): a listener refs the worker; a forgotten engine must not keep the process alive
+      },
+      terminate: () => worker.terminate(),
+    };
+  }
+  // The literal `new Worker(new URL(...), { type: 'module' })` shape, which bundlers recognise.
+  const worker = new Worker(new URL('./thread-worker.js', import.meta.url), { type: 'module', name: 'needle-thread' });
+  worker.postMessage(message);
+  return {
+    on: (event, fn) => worker.addEventListener(event, event === 'message' ? (e) => fn(e.data) : (e) => fn(e.error ?? e.message ?? e)),
+    terminate: () => worker.terminate(),
+  };
+}
+
+/**
+ * Starts count - 1 workers on the engine instance `x` (its exports) over
+ * `memory`, each on its own stack; resolves when all have joined the pool,
+ * to { stop() } (idempotent: tells the pool to let them go, terminates them;
+ * returns a promise that settles once they are gone).
+ * Rejects (having stopped what it started) if a worker fails.
+ */
+export async function startWorkers({ module, memory, exports: x }, count) {
+  const workers = count - 1;
+  const nodeThreads = isNode ? await importNode('node:worker_threads') : null;
+  const stacks = [];
+  const started = [];
+  let stopped;
+  let joinedAll = false;
+  const stop = () => {
+    if (stopped) return stopped;
+    const left = x.needle_threads_stop(200) === 0;
+    stopped = Promise.allSettled(started.map((worker) => worker.terminate())).then(() => undefined);
+    // A stack is reused only once its worker is known to be out of the pool
+    // for good; otherwise it stays allocated (the engine is usually going away).
+    if (left && joinedAll) for (const ptr of stacks) x.free(ptr);
+    return stopped;
+  };
+  x.needle_threads_start(workers, 0);
+  try {
+    const ready = [];
+    for (let i = 0; i < workers; i++) {
+      const base = x.malloc(WORKER_STACK_BYTES);
+      if (!base) throw new Error('out of wasm memory for a worker stack');
+      stacks.push(base);
+      const worker = spawnWorker(nodeThreads, { module, memory, stackTop: (base + WORKER_STACK_BYTES) & ~15 });
+      started.push(worker);
+      ready.push(new Promise((resolve, reject) => {
+        worker.on('message', (m) => (m.ready ? resolve() : m.error && reject(new Error(`thread worker: ${m.error}`))));
+        worker.on('error', (e) => reject(e instanceof Error ? e : new Error(`thread worker: ${e}`)));
+      }));
+    }
+    let timer;
+    const timeout = new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`thread workers did not start within ${READY_TIMEOUT_MS} ms`)), READY_TIMEOUT_MS);
+    });
+    try {
+      await Promise.race([Promise.all(ready), timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+    // A worker says ready just before it joins; wait (briefly) for the join.
+    const t0 = performance.now();
+    while (x.needle_threads_joined() < workers && performance.now() - t0 < 1000) await new Promise((r) => setTimeout(r, 1));
+    joinedAll = x.needle_threads_joined() === workers;
+    if (!joinedAll) throw new Error('thread workers did not join the pool');
+    return { stop };
+  } catch (error) {
+    stop();
+    throw error;
+  }
 }

@@ -12,6 +12,8 @@
 #include "cq.h"
 #include "fp16.h"
 #include "hadamard.h"
+#include "cq_range.h"
+#include "threads.h"
 
 int nd_cq_tileable(const nd_cq *m) {
     return m->tiles == 0 && (m->bits == 2 || m->bits == 4) && m->group % 8 == 0 &&
@@ -73,8 +75,8 @@ float nd_cqt_norm(const nd_cq *m, uint32_t row, uint32_t g) {
 
 /* The same products and order as nd_cq_gemv_ref: per group a dot product in
  * index order from 0, then y[r] += norm * dot, groups ascending. */
-void nd_cqt_gemv_ref(const nd_cq *m, const float *xr, float *y) {
-    for (uint32_t r = 0; r < m->tiles * ND_CQ_TILE; r++) {
+void nd_cqt_gemv_range_ref(const nd_cq *m, const float *xr, float *y, uint32_t t0, uint32_t t1) {
+    for (uint32_t r = t0 * ND_CQ_TILE; r < t1 * ND_CQ_TILE; r++) {
         float acc = 0.0f;
         for (uint32_t g = 0; g < m->groups; g++) {
             const float *x = xr + (size_t)g * m->group;
@@ -86,6 +88,8 @@ void nd_cqt_gemv_ref(const nd_cq *m, const float *xr, float *y) {
         y[r] = acc;
     }
 }
+
+void nd_cqt_gemv_ref(const nd_cq *m, const float *xr, float *y) { nd_cqt_gemv_range_ref(m, xr, y, 0, m->tiles); }
 
 void nd_cqt_gemm_ref(const nd_cq *m, const float *xr, uint32_t n, float *y) {
     for (uint32_t t = 0; t < n; t++) nd_cqt_gemv_ref(m, xr + (size_t)t * nd_cq_padded(m), y + (size_t)t * m->rows);
@@ -162,17 +166,22 @@ void nd_cq_lut_build_ref(const nd_cq *m, const float *xr, int8_t *tables, float 
 }
 
 /* nd_cqt_gemv_lut_ref with the tables of each group read instead of built. */
-void nd_cqt_gemv_lut_tables_ref(const nd_cq *m, const int8_t *tables, const float *scales, float *y) {
-    uint32_t rows = m->tiles * ND_CQ_TILE, codes = codes_per_group(m);
-    memset(y, 0, rows * sizeof(float));
+void nd_cqt_gemv_lut_tables_range_ref(const nd_cq *m, const int8_t *tables, const float *scales, float *y,
+                                      uint32_t t0, uint32_t t1) {
+    uint32_t r0 = t0 * ND_CQ_TILE, r1 = t1 * ND_CQ_TILE, codes = codes_per_group(m);
+    memset(y + r0, 0, (r1 - r0) * sizeof(float));
     for (uint32_t g = 0; g < m->groups; g++) {
         const int8_t *tb = tables + (size_t)g * codes * 16;
-        for (uint32_t r = 0; r < rows; r++) {
+        for (uint32_t r = r0; r < r1; r++) {
             int32_t sum = 0;
             for (uint32_t j = 0; j < codes; j++) sum += tb[j * 16 + code_at(m, r, g, j)];
             y[r] += (nd_cqt_norm(m, r, g) * scales[g]) * (float)sum;
         }
     }
+}
+
+void nd_cqt_gemv_lut_tables_ref(const nd_cq *m, const int8_t *tables, const float *scales, float *y) {
+    nd_cqt_gemv_lut_tables_range_ref(m, tables, scales, y, 0, m->tiles);
 }
 
 void nd_cqt_gemm_lut_ref(const nd_cq *m, const float *xr, uint32_t n, float *y) {
@@ -198,18 +207,75 @@ void nd_cq_gather(const nd_cq *m, uint32_t row, float *out, float *scratch) {
 }
 
 #ifdef ND_SIMD128
-#define CQT_GEMV nd_cqt_gemv_simd128
+#define CQT_GEMV_RANGE nd_cqt_gemv_range_simd128
 #define CQT_GEMM nd_cqt_gemm_simd128
 #define CQT_GEMV_LUT nd_cqt_gemv_lut_simd128
 #define CQT_GEMM_LUT nd_cqt_gemm_lut_simd128
-#define CQT_GEMV_LUT_TABLES nd_cqt_gemv_lut_tables_simd128
+#define CQT_GEMV_LUT_TABLES_RANGE nd_cqt_gemv_lut_tables_range_simd128
 #else
-#define CQT_GEMV_LUT_TABLES nd_cqt_gemv_lut_tables_ref
-#define CQT_GEMV nd_cqt_gemv_ref
+#define CQT_GEMV_RANGE nd_cqt_gemv_range_ref
 #define CQT_GEMM nd_cqt_gemm_ref
 #define CQT_GEMV_LUT nd_cqt_gemv_lut_ref
 #define CQT_GEMM_LUT nd_cqt_gemm_lut_ref
+#define CQT_GEMV_LUT_TABLES_RANGE nd_cqt_gemv_lut_tables_range_ref
 #endif
+
+/* ---- splitting across threads (threads.h) ----------------------------------
+ * A GEMV is split by tiles, a GEMM by activations: either way each output
+ * row of each activation is computed by one chunk with the whole-matrix
+ * kernel's arithmetic, so the result does not depend on the thread count.
+ * Matrices under SPLIT_MIN_TILES tiles stay on one thread (the hand-off would
+ * cost more than it saves). */
+#define SPLIT_MIN_TILES 8u
+#define SPLIT_TILES 4u  /* tiles per GEMV chunk: 64 rows, a few microseconds of work */
+#define SPLIT_TOKENS 4u /* activations per GEMM chunk: the GEMMs' own block */
+
+typedef struct {
+    const nd_cq *m;
+    const float *xr;
+    const int8_t *tables;
+    const float *scales;
+    float *y;
+    uint32_t n, per;
+    int fast;
+} split_job;
+
+static uint32_t chunk_end(uint32_t c, uint32_t per, uint32_t total) {
+    return (c + 1) * per < total ? (c + 1) * per : total;
+}
+
+static void gemv_chunk(const void *p, uint32_t c) {
+    const split_job *j = p;
+    CQT_GEMV_RANGE(j->m, j->xr, j->y, c * j->per, chunk_end(c, j->per, j->m->tiles));
+}
+
+static void gemv_lut_chunk(const void *p, uint32_t c) {
+    const split_job *j = p;
+    CQT_GEMV_LUT_TABLES_RANGE(j->m, j->tables, j->scales, j->y, c * j->per, chunk_end(c, j->per, j->m->tiles));
+}
+
+static void gemm_chunk(const void *p, uint32_t c) {
+    const split_job *j = p;
+    uint32_t t0 = c * j->per, n = chunk_end(c, j->per, j->n) - t0;
+    const float *x = j->xr + (size_t)t0 * nd_cq_padded(j->m);
+    float *y = j->y + (size_t)t0 * j->m->rows;
+    if (j->fast) CQT_GEMM_LUT(j->m, x, n, y);
+    else CQT_GEMM(j->m, x, n, y);
+}
+
+static uint32_t chunks_of(uint32_t total, uint32_t per) { return (total + per - 1) / per; }
+
+/* Tiled rows of the GEMV or GEMM, split when worth it. */
+static void tiled_matmul(const nd_cq *m, const float *xr, uint32_t n, float *y, int fast) {
+    int split = m->tiles >= SPLIT_MIN_TILES && nd_threads() > 1;
+    split_job j = {.m = m, .xr = xr, .y = y, .n = n, .fast = fast};
+    if (n == 1 && fast) CQT_GEMV_LUT(m, xr, y); /* the bench's path; sessions share tables */
+    else if (n == 1 && split) j.per = SPLIT_TILES, nd_parallel(gemv_chunk, &j, chunks_of(m->tiles, j.per));
+    else if (n == 1) CQT_GEMV_RANGE(m, xr, y, 0, m->tiles);
+    else if (split) j.per = SPLIT_TOKENS, nd_parallel(gemm_chunk, &j, chunks_of(n, j.per));
+    else if (fast) CQT_GEMM_LUT(m, xr, n, y);
+    else CQT_GEMM(m, xr, n, y);
+}
 
 void nd_cq_matmul(const nd_cq *m, const float *xr, uint32_t n, float *y, int fast) {
     if (!m->tiles) {
@@ -218,10 +284,7 @@ void nd_cq_matmul(const nd_cq *m, const float *xr, uint32_t n, float *y, int fas
         return;
     }
     size_t padded = nd_cq_padded(m);
-    if (fast && n == 1) CQT_GEMV_LUT(m, xr, y);
-    else if (fast) CQT_GEMM_LUT(m, xr, n, y);
-    else if (n == 1) CQT_GEMV(m, xr, y);
-    else CQT_GEMM(m, xr, n, y);
+    tiled_matmul(m, xr, n, y, fast);
     nd_cq tail = tail_view(m);
     if (tail.rows)
         for (uint32_t t = 0; t < n; t++)
@@ -229,7 +292,12 @@ void nd_cq_matmul(const nd_cq *m, const float *xr, uint32_t n, float *y, int fas
 }
 
 void nd_cq_matvec_lut(const nd_cq *m, const float *xr, const int8_t *tables, const float *scales, float *y) {
-    CQT_GEMV_LUT_TABLES(m, tables, scales, y);
+    if (m->tiles >= SPLIT_MIN_TILES && nd_threads() > 1) {
+        split_job j = {.m = m, .tables = tables, .scales = scales, .y = y, .per = SPLIT_TILES};
+        nd_parallel(gemv_lut_chunk, &j, chunks_of(m->tiles, j.per));
+    } else {
+        CQT_GEMV_LUT_TABLES_RANGE(m, tables, scales, y, 0, m->tiles);
+    }
     nd_cq tail = tail_view(m);
     if (tail.rows) nd_cq_gemv(&tail, xr, y + m->tiles * ND_CQ_TILE);
 }

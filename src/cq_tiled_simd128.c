@@ -14,6 +14,7 @@
 #include <wasm_simd128.h>
 #include "cq.h"
 #include "cq_levels_simd128.h"
+#include "cq_range.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define TOKENS 4u /* activations the GEMM runs per decoded weight vector */
@@ -76,9 +77,9 @@ INLINE void exact_group(const nd_cq *m, const level_planes *lp, const uint8_t *c
     }
 }
 
-void nd_cqt_gemv_simd128(const nd_cq *m, const float *xr, float *y) {
+void nd_cqt_gemv_range_simd128(const nd_cq *m, const float *xr, float *y, uint32_t t0, uint32_t t1) {
     level_planes lp = nd_level_planes_of(m);
-    for (uint32_t t = 0; t < m->tiles; t++) {
+    for (uint32_t t = t0; t < t1; t++) {
         v128_t acc[4], d[4], nv[4];
         for (int q = 0; q < 4; q++) acc[q] = wasm_f32x4_splat(0.0f);
         for (uint32_t g = 0; g < m->groups; g++) {
@@ -89,6 +90,8 @@ void nd_cqt_gemv_simd128(const nd_cq *m, const float *xr, float *y) {
         for (int q = 0; q < 4; q++) wasm_v128_store(y + (size_t)t * ND_CQ_TILE + 4 * q, acc[q]);
     }
 }
+
+void nd_cqt_gemv_simd128(const nd_cq *m, const float *xr, float *y) { nd_cqt_gemv_range_simd128(m, xr, y, 0, m->tiles); }
 
 /* d[k][16 rows] += levels(idx) * x[k * stride] for `tokens` activations:
  * one lookup, then mac16's products per activation. */
@@ -262,11 +265,11 @@ INLINE void lut_finish(const v128_t nv[4], float scale, const v128_t acc[2], flo
     }
 }
 
-/* Group g for `tokens` activations (tables already built), every tile. */
+/* Group g for `tokens` activations (tables already built), tiles [t0, t1). */
 INLINE void lut_group(const nd_cq *m, uint32_t g, const int8_t *tb, size_t tb_stride,
-                      const float *scale, uint32_t tokens, float *y) {
+                      const float *scale, uint32_t tokens, float *y, uint32_t t0, uint32_t t1) {
     uint32_t vectors = m->group * m->bits / 8;
-    for (uint32_t t = 0; t < m->tiles; t++) {
+    for (uint32_t t = t0; t < t1; t++) {
         v128_t acc[TOKENS][2], nv[4];
         lut_tile(tile_codes(m, t, g), vectors, tb, tb_stride, tokens, acc);
         norms16(tile_norms(m, t, g), nv);
@@ -282,7 +285,7 @@ void nd_cqt_gemv_lut_simd128(const nd_cq *m, const float *xr, float *y) {
     memset(y, 0, (size_t)m->tiles * ND_CQ_TILE * sizeof(float));
     for (uint32_t g = 0; g < m->groups; g++) {
         float scale = tables(m, lmax, xr + (size_t)g * m->group, tb, xs);
-        lut_group(m, g, tb, 0, &scale, 1, y);
+        lut_group(m, g, tb, 0, &scale, 1, y, 0, m->tiles);
     }
 }
 
@@ -294,10 +297,15 @@ void nd_cq_lut_build_simd128(const nd_cq *m, const float *xr, int8_t *tb, float 
         scales[g] = tables(m, lmax, xr + (size_t)g * m->group, tb + g * step, xs);
 }
 
-void nd_cqt_gemv_lut_tables_simd128(const nd_cq *m, const int8_t *tb, const float *scales, float *y) {
+void nd_cqt_gemv_lut_tables_range_simd128(const nd_cq *m, const int8_t *tb, const float *scales, float *y,
+                                          uint32_t t0, uint32_t t1) {
     size_t step = (size_t)m->group * m->bits / 4 * 16;
-    memset(y, 0, (size_t)m->tiles * ND_CQ_TILE * sizeof(float));
-    for (uint32_t g = 0; g < m->groups; g++) lut_group(m, g, tb + g * step, 0, &scales[g], 1, y);
+    memset(y + (size_t)t0 * ND_CQ_TILE, 0, (size_t)(t1 - t0) * ND_CQ_TILE * sizeof(float));
+    for (uint32_t g = 0; g < m->groups; g++) lut_group(m, g, tb + g * step, 0, &scales[g], 1, y, t0, t1);
+}
+
+void nd_cqt_gemv_lut_tables_simd128(const nd_cq *m, const int8_t *tb, const float *scales, float *y) {
+    nd_cqt_gemv_lut_tables_range_simd128(m, tb, scales, y, 0, m->tiles);
 }
 
 void nd_cqt_gemm_lut_simd128(const nd_cq *m, const float *xr, uint32_t n, float *y) {
@@ -314,8 +322,8 @@ void nd_cqt_gemm_lut_simd128(const nd_cq *m, const float *xr, uint32_t n, float 
             for (uint32_t k = 0; k < count; k++)
                 scale[k] = tables(m, lmax, xr + (t0 + k) * padded + (size_t)g * m->group, tb[k], xs);
             /* Constant token counts, so each copy of the loop keeps its sums in registers. */
-            if (count == TOKENS) lut_group(m, g, tb[0], sizeof tb[0], scale, TOKENS, yt);
-            else for (uint32_t k = 0; k < count; k++) lut_group(m, g, tb[k], 0, &scale[k], 1, yt + (size_t)k * m->rows);
+            if (count == TOKENS) lut_group(m, g, tb[0], sizeof tb[0], scale, TOKENS, yt, 0, m->tiles);
+            else for (uint32_t k = 0; k < count; k++) lut_group(m, g, tb[k], 0, &scale[k], 1, yt + (size_t)k * m->rows, 0, m->tiles);
         }
     }
 }

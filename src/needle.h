@@ -299,6 +299,32 @@ NEEDLE_API uint32_t needle_session_profile(const needle_session *session, double
 NEEDLE_API double needle_bench_gemv(uint32_t bits, uint32_t rows, uint32_t cols, uint32_t group,
                                     uint32_t iterations, needle_error *err);
 
+
+/* ---- threads (src/threads.c) ----------------------------------------------
+ * The threaded build (dist/needle-threads.wasm: shared, imported memory) splits
+ * the large GEMVs and GEMMs across workers: the same module instantiated in
+ * other threads over the same memory (js/thread-worker.js), each with its own
+ * stack. Results are bit-identical to one thread. Other builds run one thread
+ * and these calls do nothing. */
+
+/* 1 when this build can run workers (wasm atomics and shared memory), else 0. */
+NEEDLE_API uint32_t needle_threads_supported(void);
+/* Announces `workers` workers (0: one thread) before they are started; work is
+ * split only once all of them have joined. spin_us: how long an idle worker
+ * polls for the next job before it sleeps (0: the default, 200). */
+NEEDLE_API void needle_threads_start(uint32_t workers, uint32_t spin_us);
+/* Worker entry (called in a worker, with its own stack): joins the pool and
+ * runs its share of every job until needle_threads_stop. Never call it on the
+ * engine's thread. */
+NEEDLE_API void needle_thread_work(void);
+/* Workers that have joined and not left. */
+NEEDLE_API uint32_t needle_threads_joined(void);
+/* Pieces of work the workers (not the engine's thread) have run so far. */
+NEEDLE_API uint32_t needle_threads_worker_chunks(void);
+/* Tells the workers to leave and waits up to wait_ms for them; returns 0, or
+ * -1 when some are still inside (terminate them). */
+NEEDLE_API int needle_threads_stop(uint32_t wait_ms);
+
 #ifdef __cplusplus
 }
 #endif

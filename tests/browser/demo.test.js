@@ -11,6 +11,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { cpus } from 'node:os';
 import { chromium } from 'playwright-core';
 import Ajv from 'ajv';
 import { startServer } from '../../js/serve.js';
@@ -71,6 +72,12 @@ test('demo page: load, tools errors, run, tool result, stop, reset, corrupt file
   assert.ok(progress.some(([value, max]) => value > 0 && value < max), 'no partial progress was shown');
   assert.equal(await page.locator('#preset option').count(), PRESETS.length);
   await shot(page, '1-loaded');
+  // npm start serves COOP/COEP, so the engine (in the model worker) runs on
+  // 2 threads: it starts a nested thread worker (js/thread-worker.js).
+  assert.equal(await page.evaluate(() => crossOriginIsolated), true);
+  if (cpus().length >= 2) {
+    assert.ok(page.workers().some((w) => w.url().endsWith('/js/thread-worker.js')), 'no thread worker: the engine runs one thread');
+  }
 
   // Bad tools: a JSON syntax error, then a schema the engine rejects; the page stays usable.
   await page.fill('#tools', '[{"name": }]');
