@@ -89,7 +89,7 @@ export async function runTools(agent, functions, query, { maxTurns = 4, ...optio
 /** Loads a source in this thread (index.js's loadModelInThread, which this
  *  file may not import: see the top). */
 async function loadInThread(source, options = {}) {
-  const engine = await Engine.create(options.wasm);
+  const engine = await Engine.create(options.wasm, { threads: options.threads });
   const { value: model, ...report } = await streamArchive(engine, source, options,
     (ptr, size) => Model.fromMemory(engine, ptr, size));
   model.source = report;

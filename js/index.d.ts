@@ -89,7 +89,13 @@ export interface LoadOptions {
    * The engine module: a variant name ('simd', 'nosimd', or 'relaxed' when built), the URL of a
    * module file, or a compiled module. Default: the best shipped variant this host validates.
    */
-  wasm?: 'simd' | 'nosimd' | 'relaxed' | (string & {}) | URL | WebAssembly.Module;
+  wasm?: 'simd' | 'nosimd' | 'relaxed' | 'threads' | (string & {}) | URL | WebAssembly.Module;
+  /**
+   * Threads the engine computes on: 'auto' (default: up to the cores, where SharedArrayBuffer
+   * and WebAssembly threads are available: Node, cross-origin-isolated pages) or a count (never
+   * more than the cores). Model.threads tells what runs and, if fewer, why.
+   */
+  threads?: 'auto' | number;
   /** Run the model in a worker (default: true in browser pages, false elsewhere). */
   worker?: boolean;
   /** With worker: hand an ArrayBuffer source over to the worker instead of copying it. */
@@ -219,8 +225,10 @@ export interface GeneratedPiece {
 
 /** A model in this thread: every method is synchronous except generate. */
 export declare class Model {
-  static fromBytes(bytes: Uint8Array, options?: { wasm?: LoadOptions['wasm'] }): Promise<Model>;
+  static fromBytes(bytes: Uint8Array, options?: { wasm?: LoadOptions['wasm']; threads?: LoadOptions['threads'] }): Promise<Model>;
   readonly vocabulary: number;
+  /** Threads the engine runs on, and why not more (null: as many as asked). */
+  readonly threads: { count: number; reason: string | null };
   readonly ids: SpecialIds;
   /** Set by loadModel / loadModelInThread. */
   source?: LoadReport;

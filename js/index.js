@@ -27,11 +27,12 @@ const isBrowserPage = typeof window !== 'undefined' && typeof document !== 'unde
  * Loads a .cact archive in this thread, streaming it into wasm memory.
  * source: URL string, URL, Request, Response, ReadableStream, Blob/File,
  * ArrayBuffer or typed array, or (Node) a file path.
- * options: onProgress({loaded, total, checked}), signal, cache, total, wasm.
+ * options: onProgress({loaded, total, checked}), signal, cache, total, wasm,
+ * threads ('auto', the default, or a count; model.engine.threads says what runs).
  * The model's `source` field reports { size, label, fromCache, cacheError }.
  */
 export async function loadModelInThread(source = DEMO_ARCHIVE_URL, options = {}) {
-  const engine = await Engine.create(options.wasm);
+  const engine = await Engine.create(options.wasm, { threads: options.threads });
   const { value: model, ...report } = await streamArchive(engine, source, options,
     (ptr, size) => Model.fromMemory(engine, ptr, size));
   model.source = report;

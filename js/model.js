@@ -7,9 +7,9 @@ const SPECIAL = { pad: 0, eos: 1, bos: 2, unknown: 3 };
 const LOAD_REPACK = 1; // NEEDLE_LOAD_REPACK in src/needle.h
 
 export class Model {
-  /** bytes: Uint8Array of a .cact archive. */
-  static async fromBytes(bytes, { wasm } = {}) {
-    const engine = await Engine.create(wasm);
+  /** bytes: Uint8Array of a .cact archive; wasm and threads: Engine.create's. */
+  static async fromBytes(bytes, { wasm, threads } = {}) {
+    const engine = await Engine.create(wasm, { threads });
     return Model.fromMemory(engine, engine.copyIn(bytes), bytes.length);
   }
 
@@ -181,10 +181,16 @@ export class Model {
   /** Highest wasm linear memory size seen, in bytes. */
   get peakMemoryBytes() { this.engine.notePeak(); return this.engine.peakBytes; }
 
+  /** { count, reason }: the threads the engine runs on (Engine.create). */
+  get threads() { return this.engine.threads; }
+
+  /** Frees the model and stops its engine's thread workers (each model
+   *  has an engine of its own). */
   free() {
     this.engine.x.needle_model_free(this.handle);
     this.engine.x.free(this.archive);
     this.handle = 0;
+    this.engine.free();
   }
 }
 

@@ -42,7 +42,7 @@ async function load({ id, source, options }) {
   const controller = new AbortController();
   running.set(id, controller);
   const [decoded, extra] = decodeSource(source);
-  const engine = await Engine.create(options.wasm); // as loadModelInThread in index.js
+  const engine = await Engine.create(options.wasm, { threads: options.threads }); // as loadModelInThread in index.js
   const { value, ...report } = await streamArchive(engine, decoded, {
     ...options, ...extra, signal: controller.signal,
     onProgress: (progress) => port.post(reply.progress(id, progress)),

@@ -13,7 +13,8 @@ const SHELL = [
   './', './index.html', './app.js', './presets.js', './style.css', './manifest.webmanifest', './icon.svg',
   '../js/index.js', '../js/client.js', '../js/worker.js', '../js/protocol.js', '../js/load.js',
   '../js/model.js', '../js/engine.js', '../js/wasm.js', '../js/agent.js', '../js/node-import.js',
-  '../dist/needle.wasm', '../dist/needle-nosimd.wasm', '../dist/needle-relaxed.wasm',
+  '../js/thread-worker.js',
+  '../dist/needle.wasm', '../dist/needle-nosimd.wasm', '../dist/needle-relaxed.wasm', '../dist/needle-threads.wasm',
 ].map((path) => new URL(path, self.location).href);
 
 self.addEventListener('install', (event) => {
