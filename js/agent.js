@@ -213,6 +213,7 @@ export class Needle {
     if (!this.handle) throw new NeedleError('this agent was freed', STATUS.ARGUMENT);
     const extractor = new Needle(this.model, [{ name, description, parameters: schema }], this.system, this.sampling);
     try {
+      this.engine.x.needle_agent_require_call(extractor.handle, 1); // an extraction always calls its tool
       extractor.init();
       const envelope = await extractor.complete(text, { ...options, kind: 'query' });
       if (!envelope.success) {

@@ -31,10 +31,12 @@ function run({ module, memory, stackTop }, post) {
   }
 }
 
+// No top-level await: bundlers emit browser workers as classic scripts.
 if (typeof WorkerGlobalScope === 'undefined') { // Node worker_threads
-  const { parentPort, workerData } = await importNode('node:worker_threads');
-  run(workerData, (message) => parentPort.postMessage(message));
-  parentPort.close();
+  importNode('node:worker_threads').then(({ parentPort, workerData }) => {
+    run(workerData, (message) => parentPort.postMessage(message));
+    parentPort.close();
+  });
 } else {
   self.onmessage = ({ data }) => {
     run(data, (message) => self.postMessage(message));

@@ -50,6 +50,7 @@ struct needle_agent {
     float *tool_embeddings; /* tool_count x embed_dim, when retrieving */
     uint32_t embed_dim;
     int embeddings_given;   /* set by needle_agent_use_tool_embeddings */
+    int require_call;       /* set by needle_agent_require_call */
     buffer system;
     /* conversation */
     needle_session *session;
@@ -224,6 +225,8 @@ int needle_agent_add_tool(needle_agent *a, const char *json, size_t len, needle_
     return NEEDLE_OK;
 }
 
+void needle_agent_require_call(needle_agent *a, int on) { a->require_call = on != 0; }
+
 void needle_agent_set_sampling(needle_agent *a, float temperature, uint32_t top_k, float top_p,
                                float min_p, float repetition_penalty, uint32_t seed) {
     float s[5] = {temperature, (float)top_k, top_p, min_p, repetition_penalty};
@@ -367,7 +370,8 @@ static int start_conversation(needle_agent *a, needle_error *err) {
     if (!status) status = ids_put(&a->prefix, &a->bos, 1);
     if (!status) status = encode_into(a, &a->prefix, text.data, text.len, 0, err);
     if (!status) {
-        a->grammar = needle_grammar_new_shared(a->vocab_trie, tools.data, tools.len, a->marker[M_CALL_END], err);
+        a->grammar = nd_grammar_new_calls(a->vocab_trie, tools.data, tools.len, a->marker[M_CALL_END],
+                                          a->require_call ? 1 : 0, err);
         if (!a->grammar) status = err ? err->code : NEEDLE_E_SCHEMA;
     }
     if (!status) {

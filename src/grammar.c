@@ -1195,7 +1195,7 @@ out:
 }
 
 /* The call array: [ {"name":<tool>,"arguments":<parameters>} ... ]. */
-static int build_graph(graph *gr, const nd_jv *tools, needle_error *err) {
+static int build_graph(graph *gr, const nd_jv *tools, uint32_t min_calls, needle_error *err) {
     if (tools->type != ND_JARRAY) return nd_fail(err, NEEDLE_E_SCHEMA, "tools: must be a JSON array");
     if (tools->n > 1024) return nd_fail(err, NEEDLE_E_SCHEMA, "tools: more than 1024 tools");
     cc c = {0};
@@ -1244,6 +1244,7 @@ static int build_graph(graph *gr, const nd_jv *tools, needle_error *err) {
     int32_t root = new_node(&c, K_ARR);
     if (root < 0 || (tools->n && item < 0)) goto out;
     gr->v[root].items = item, gr->v[root].maxit = tools->n ? ND_MAX_CALLS : 0;
+    gr->v[root].minit = tools->n ? min_calls : 0;
     gr->root = root;
     rc = 0;
 out:
@@ -2625,6 +2626,11 @@ void needle_grammar_reset(needle_grammar *g) {
 
 needle_grammar *needle_grammar_new_shared(const needle_vocab *vocab, const char *tools_json, size_t len,
                                           int32_t end_token, needle_error *err) {
+    return nd_grammar_new_calls(vocab, tools_json, len, end_token, 0, err);
+}
+
+needle_grammar *nd_grammar_new_calls(const needle_vocab *vocab, const char *tools_json, size_t len,
+                                     int32_t end_token, uint32_t min_calls, needle_error *err) {
     if (!vocab) { nd_fail(err, NEEDLE_E_ARGUMENT, "grammar: NULL vocabulary"); return NULL; }
     nd_json *doc = nd_json_parse(tools_json, len, 64, err);
     if (!doc) {
@@ -2634,7 +2640,7 @@ needle_grammar *needle_grammar_new_shared(const needle_vocab *vocab, const char 
     needle_grammar *g = calloc(1, sizeof *g);
     if (!g) { nd_json_free(doc); nd_fail(err, NEEDLE_E_NOMEM, "grammar: out of memory"); return NULL; }
     g->vocab = vocab, g->end_token = end_token;
-    int rc = build_graph(&g->gr, nd_json_root(doc), err);
+    int rc = build_graph(&g->gr, nd_json_root(doc), min_calls, err);
     nd_json_free(doc);
     if (rc) { needle_grammar_free(g); return NULL; }
     g->ctext = ND_MAX_OUTPUT + ND_MAX_PIECE + 1;

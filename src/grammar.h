@@ -9,6 +9,11 @@
 
 #include "needle.h"
 
+/* needle_grammar_new_shared whose call array holds at least min_calls calls
+ * (when there are tools): an extraction must call its one tool. */
+needle_grammar *nd_grammar_new_calls(const needle_vocab *vocab, const char *tools_json, size_t len,
+                                     int32_t end_token, uint32_t min_calls, needle_error *err);
+
 /* Feeds raw bytes as if a token carried them: returns NEEDLE_OK when every
  * byte keeps the output a valid prefix (the state advances), otherwise
  * NEEDLE_E_ARGUMENT and the state is unchanged. */

@@ -238,6 +238,9 @@ NEEDLE_API int needle_agent_add_tool(needle_agent *agent, const char *json, size
  * turn and tools block and prefills it. system may be empty. */
 NEEDLE_API int needle_agent_init(needle_agent *agent, const char *system, size_t len,
                                  needle_error *err);
+/* With on, every turn calls at least one tool (the grammar's call array
+ * cannot close empty), as an extraction needs. Call before init. */
+NEEDLE_API void needle_agent_require_call(needle_agent *agent, int on);
 NEEDLE_API void needle_agent_set_sampling(needle_agent *agent, float temperature, uint32_t top_k,
                                           float top_p, float min_p, float repetition_penalty,
                                           uint32_t seed);

@@ -26,10 +26,20 @@
 #include "fp16.h"
 #include "hadamard.h"
 #include "platform.h"
+#include "threads.h"
 
 #define ND_CHUNK 16u /* positions per prefill GEMM: bounds the scratch memory */
 
 enum { KV_F32, KV_I8, KV_CQ };
+
+/* The attention state of the queries of one KV head: KV heads run in
+ * parallel (threads.h), each on its own. */
+typedef struct {
+    nd_attn attn;
+    float *aq, *aqs, *cq_rows;    /* [nq][hdp], [nq][hdp/32], [ND_ATTN_BLOCK][2][hdp] */
+    int16_t *aq8;                 /* [nq][hdp] */
+    uint32_t *alo, *ahi;          /* [nq] visible positions */
+} head_attention;
 
 struct needle_session {
     const needle_model *model;
@@ -50,17 +60,15 @@ struct needle_session {
     const int32_t *ids;           /* the chunk being run */
     /* scratch, one allocation: see session_scratch() */
     float *buf, *x, *nx, *xr, *mpre, *mpost, *mres, *u, *bx, *h, *a, *ek, *ev;
-    float *q, *gt, *o, *k, *v, *e, *keep, *rope, *tmp, *cell;
+    float *q, *gt, *o, *k, *v, *e, *keep, *rope, *tmp, *cell, *z;
     float *lut, *lut_scale;       /* int8 tables of s->xr (16 bytes a float) and their scales */
     const nd_cq *lut_of;          /* the matrix they were built for, NULL: none for this xr */
     float *a8;                    /* [chunk] s->xr quantised for nd_cq_a8_gemv (a float a column) */
     const nd_cq *a8_of;           /* the matrix it was quantised for, NULL: none for this xr */
-    /* the queries of one KV head over a chunk (rep * ND_CHUNK): see attn_alloc() */
-    nd_attn attn;
+    /* per KV head, its queries over a chunk (rep * ND_CHUNK): see attn_alloc() */
+    head_attention *heads;
     void *attn_buf;
-    float *aq, *aqs, *cq_rows;    /* [nq][hdp], [nq][hdp/32], [ND_ATTN_BLOCK][2][hdp] */
-    int16_t *aq8;                 /* [nq][hdp] */
-    uint32_t *alo, *ahi, *azero;  /* [nq] visible positions; zeros for the sinks */
+    uint32_t *azero;              /* [nq] zeros: the sinks' first visible position */
     int profiling;                         /* needle_session_set_profiling */
     double stage_ms[NEEDLE_STAGE_COUNT];   /* per stage; OTHER holds whole feeds */
 };
@@ -174,17 +182,35 @@ static uint8_t nearest_level(float u, const float *lv, uint32_t count) {
 
 /* ---- matrices over a chunk --------------------------------------------- */
 
+/* A matrix's per-position work over a chunk, as a pool job (chunk = position). */
+typedef struct {
+    needle_session *s;
+    const nd_cq *m;
+    const float *x;
+    size_t stride;
+    float *y;
+    int quantise;
+} position_job;
+
+static void rotate_position(const void *ctx, uint32_t t) {
+    const position_job *j = ctx;
+    nd_cq_rotate(j->m, j->x + t * j->stride, j->s->xr + (size_t)t * nd_cq_padded(j->m));
+}
+
+static void a8_position(const void *ctx, uint32_t t) {
+    const position_job *j = ctx;
+    uint8_t *q = (uint8_t *)j->s->a8 + t * nd_cq_a8_bytes(j->m);
+    if (j->quantise) nd_cq_a8_quantise(j->m, j->s->xr + (size_t)t * nd_cq_padded(j->m), q);
+    nd_cq_a8_gemv(j->m, q, j->y + (size_t)t * j->m->rows);
+}
+
 /* Fast mode on a short archive-layout matrix (the mHC Phi rows): the int8
  * activation of each position, quantised once for every matrix that shares
  * it, then one int8 GEMV per position, the same kernel in prefill and decode. */
 static void matmul_a8(needle_session *s, const nd_cq *m, uint32_t T, float *y) {
-    size_t pad = nd_cq_padded(m), bytes = nd_cq_a8_bytes(m);
-    uint8_t *q = (uint8_t *)s->a8;
-    if (!s->a8_of || !nd_cq_a8_shared(s->a8_of, m)) {
-        for (uint32_t t = 0; t < T; t++) nd_cq_a8_quantise(m, s->xr + t * pad, q + t * bytes);
-        s->a8_of = m;
-    }
-    for (uint32_t t = 0; t < T; t++) nd_cq_a8_gemv(m, q + t * bytes, y + (size_t)t * m->rows);
+    position_job job = {s, m, NULL, 0, y, !s->a8_of || !nd_cq_a8_shared(s->a8_of, m)};
+    s->a8_of = m;
+    nd_parallel(a8_position, &job, T);
 }
 
 /* y[T][m->rows] = m x[t] for T activations at stride `stride`. The rotation
@@ -195,9 +221,9 @@ static void matmul_a8(needle_session *s, const nd_cq *m, uint32_t T, float *y) {
  * a third of a 512-row GEMV). */
 static const nd_cq *matmul(needle_session *s, const nd_cq *m, const nd_cq *prev, const float *x,
                            size_t stride, uint32_t T, float *y) {
-    uint32_t pad = nd_cq_padded(m);
     if (!prev || prev->group != m->group || prev->cols != m->cols) {
-        for (uint32_t t = 0; t < T; t++) nd_cq_rotate(m, x + t * stride, s->xr + (size_t)t * pad);
+        position_job job = {s, m, x, stride, NULL, 0};
+        nd_parallel(rotate_position, &job, T);
         s->lut_of = NULL;
         s->a8_of = NULL;
     }
@@ -320,7 +346,7 @@ static void rope_table(needle_session *s, uint32_t p0, uint32_t T) {
 /* The chunk's queries of kv head `kvh` in the kernels' form (query i = t *
  * rep + r is query head kvh * rep + r at position p0 + t), with the positions
  * each sees besides the sinks: the last W up to its own (spec section 3). */
-static void attn_queries(needle_session *s, uint32_t kvh, uint32_t p0, uint32_t T) {
+static void attn_queries(const needle_session *s, head_attention *ha, uint32_t kvh, uint32_t p0, uint32_t T) {
     const nd_geometry *g = &s->model->archive.geometry;
     uint32_t hd = g->head_dim, hdp = s->hdp, rep = g->query_heads / g->kv_heads;
     float inv = (float)(1.0 / sqrt((double)hd));
@@ -329,13 +355,13 @@ static void attn_queries(needle_session *s, uint32_t kvh, uint32_t p0, uint32_t 
         for (uint32_t r = 0; r < rep; r++) {
             uint32_t i = t * rep + r;
             const float *q = s->q + (size_t)t * g->query_heads * hd + (size_t)(kvh * rep + r) * hd;
-            s->alo[i] = lo > s->sinks ? lo : s->sinks;
-            s->ahi[i] = p;
+            ha->alo[i] = lo > s->sinks ? lo : s->sinks;
+            ha->ahi[i] = p;
             if (s->kv_format == KV_I8) {
-                nd_attn_quantise(q, hd, hdp, inv, s->aq8 + (size_t)i * hdp, s->aqs + (size_t)i * (hdp / 32));
+                nd_attn_quantise(q, hd, hdp, inv, ha->aq8 + (size_t)i * hdp, ha->aqs + (size_t)i * (hdp / 32));
                 continue;
             }
-            float *qa = s->aq + (size_t)i * hdp;
+            float *qa = ha->aq + (size_t)i * hdp;
             for (uint32_t k = 0; k < hdp; k++) qa[k] = k < hd ? q[k] : 0.0f;
             if (s->kv_format == KV_CQ)
                 for (uint32_t b = 0; b < hdp; b += ND_KV_GROUP) nd_fwht(qa + b, ND_KV_GROUP);
@@ -346,57 +372,72 @@ static void attn_queries(needle_session *s, uint32_t kvh, uint32_t p0, uint32_t 
 
 /* Folds one run of cached rows into the queries' state; CQ rows are decoded
  * a block at a time into f32 rows first. */
-static void attn_run(needle_session *s, const nd_kv_run *run) {
-    if (s->kv_format == KV_I8) { nd_attn_i8(&s->attn, run); return; }
-    if (s->kv_format == KV_F32) { nd_attn_f32(&s->attn, run); return; }
+static void attn_run(const needle_session *s, head_attention *ha, const nd_kv_run *run) {
+    if (s->kv_format == KV_I8) { nd_attn_i8(&ha->attn, run); return; }
+    if (s->kv_format == KV_F32) { nd_attn_f32(&ha->attn, run); return; }
     size_t f32_row = (size_t)s->hdp * sizeof(float);
     for (uint32_t j0 = 0; j0 < run->count; j0 += ND_ATTN_BLOCK) {
         uint32_t n = run->count - j0 < ND_ATTN_BLOCK ? run->count - j0 : ND_ATTN_BLOCK;
         for (uint32_t j = 0; j < n; j++) {
-            kv_decode_cq(s, run->k + (size_t)(j0 + j) * run->stride, s->cq_rows + (size_t)j * 2 * s->hdp);
-            kv_decode_cq(s, run->v + (size_t)(j0 + j) * run->stride, s->cq_rows + ((size_t)j * 2 + 1) * s->hdp);
+            kv_decode_cq(s, run->k + (size_t)(j0 + j) * run->stride, ha->cq_rows + (size_t)j * 2 * s->hdp);
+            kv_decode_cq(s, run->v + (size_t)(j0 + j) * run->stride, ha->cq_rows + ((size_t)j * 2 + 1) * s->hdp);
         }
-        const uint8_t *rows = (const uint8_t *)s->cq_rows;
+        const uint8_t *rows = (const uint8_t *)ha->cq_rows;
         nd_kv_run dec = {rows, rows + f32_row, 2 * f32_row, run->pos + j0, n};
-        nd_attn_f32(&s->attn, &dec);
+        nd_attn_f32(&ha->attn, &dec);
     }
 }
 
 /* Positions [from, to] of (layer, kvh), all sinks or all in the ring: one
  * run, or two where the ring wraps. */
-static void attn_span(needle_session *s, uint32_t layer, uint32_t kvh, uint32_t from, uint32_t to) {
+static void attn_span(const needle_session *s, head_attention *ha, uint32_t layer, uint32_t kvh, uint32_t from,
+                      uint32_t to) {
     while (from <= to) {
         uint32_t count = to - from + 1;
         if (from >= s->sinks && count > s->kv_cap - from % s->kv_cap) count = s->kv_cap - from % s->kv_cap;
         nd_kv_run run = {kv_row(s, from, layer, kvh, 0), kv_row(s, from, layer, kvh, 1),
                          2 * s->row_bytes, from, count};
-        attn_run(s, &run);
+        attn_run(s, ha, &run);
         from += count;
     }
 }
 
-/* o[T][H*hd] = softmax-weighted cached values for the chunk's queries: per
- * KV head, every query of the chunk over the sinks, then the window. */
-static void attend(needle_session *s, uint32_t layer, uint32_t p0, uint32_t T) {
+/* One layer's attention over a chunk of T positions from p0, as a pool job. */
+typedef struct {
+    needle_session *s;
+    uint32_t layer, p0, T;
+} attend_job;
+
+/* Chunk kvh of an attend_job: every query of the chunk on KV head kvh over
+ * the sinks, then the window, into its heads' slices of s->o. */
+static void attend_head(const void *ctx, uint32_t kvh) {
+    const attend_job *job = ctx;
+    needle_session *s = job->s;
+    head_attention *ha = &s->heads[kvh];
     const nd_geometry *g = &s->model->archive.geometry;
-    uint32_t hd = g->head_dim, rep = g->query_heads / g->kv_heads, last = p0 + T - 1;
+    uint32_t hd = g->head_dim, rep = g->query_heads / g->kv_heads, T = job->T, last = job->p0 + T - 1;
     uint32_t ns = last + 1 < s->sinks ? last + 1 : s->sinks;
-    s->attn.n = rep * T;
-    for (uint32_t kvh = 0; kvh < g->kv_heads; kvh++) {
-        attn_queries(s, kvh, p0, T);
-        nd_attn_reset(&s->attn);
-        s->attn.lo = s->azero; /* a sink is visible from its own position on */
-        if (ns) attn_span(s, layer, kvh, 0, ns - 1);
-        s->attn.lo = s->alo;   /* the first query's window starts first */
-        if (s->alo[0] <= last) attn_span(s, layer, kvh, s->alo[0], last);
-        for (uint32_t i = 0; i < rep * T; i++) {
-            float *acc = s->attn.acc + (size_t)i * s->hdp; /* CQ: rotate back (linear, so before the division) */
-            if (s->kv_format == KV_CQ)
-                for (uint32_t b = 0; b < s->hdp; b += ND_KV_GROUP) nd_fwht(acc + b, ND_KV_GROUP);
-            uint32_t t = i / rep, h = kvh * rep + i % rep;
-            nd_attn_finish(&s->attn, i, hd, s->o + (size_t)t * g->query_heads * hd + (size_t)h * hd);
-        }
+    ha->attn.n = rep * T;
+    attn_queries(s, ha, kvh, job->p0, T);
+    nd_attn_reset(&ha->attn);
+    ha->attn.lo = s->azero; /* a sink is visible from its own position on */
+    if (ns) attn_span(s, ha, job->layer, kvh, 0, ns - 1);
+    ha->attn.lo = ha->alo;  /* the first query's window starts first */
+    if (ha->alo[0] <= last) attn_span(s, ha, job->layer, kvh, ha->alo[0], last);
+    for (uint32_t i = 0; i < rep * T; i++) {
+        float *acc = ha->attn.acc + (size_t)i * s->hdp; /* CQ: rotate back (linear, so before the division) */
+        if (s->kv_format == KV_CQ)
+            for (uint32_t b = 0; b < s->hdp; b += ND_KV_GROUP) nd_fwht(acc + b, ND_KV_GROUP);
+        uint32_t t = i / rep, h = kvh * rep + i % rep;
+        nd_attn_finish(&ha->attn, i, hd, s->o + (size_t)t * g->query_heads * hd + (size_t)h * hd);
     }
+}
+
+/* o[T][H*hd] = softmax-weighted cached values for the chunk's queries, the
+ * KV heads in parallel (each writes only its own heads' values). */
+static void attend(needle_session *s, uint32_t layer, uint32_t p0, uint32_t T) {
+    attend_job job = {s, layer, p0, T};
+    nd_parallel(attend_head, &job, s->model->archive.geometry.kv_heads);
 }
 
 /* bx += sigmoid(attn_gate) * zcrms(attention(zcrms(bx, norm_in)), post_norm). */
@@ -438,23 +479,36 @@ static void attention_block(needle_session *s, uint32_t li, uint32_t p0, uint32_
     stage_lap(s, NEEDLE_STAGE_ATTN_PROJ, clock);
 }
 
-/* bx += first d of d3 * HN silu(d2 * HN (d1 * pad(zcrms(bx, pre_hada)))). */
-static void mlp_block(needle_session *s, const nd_layer *l, uint32_t T) {
+/* A layer's per-position work over a chunk, as a pool job (chunk = position). */
+typedef struct {
+    needle_session *s;
+    const nd_layer *l;
+    uint32_t li;
+} layer_job;
+
+/* bx += first d of d3 * HN silu(d2 * HN (d1 * pad(zcrms(bx, pre_hada)))) at
+ * position t (scratch: its row of s->z). */
+static void mlp_position(const void *ctx, uint32_t t) {
+    const layer_job *j = ctx;
+    needle_session *s = j->s;
+    const nd_layer *l = j->l;
     const nd_geometry *g = &s->model->archive.geometry;
     uint32_t d = g->hidden, N = g->hadamard_dim;
-    float *z = s->tmp;
-    for (uint32_t t = 0; t < T; t++) {
-        float *bx = s->bx + (size_t)t * d;
-        zcrms(bx, l->pre_hada, d, z);
-        for (uint32_t i = 0; i < N; i++) z[i] = i < d ? l->d1[i] * z[i] : 0.0f;
-        nd_fwht(z, N);
-        for (uint32_t i = 0; i < N; i++) {
-            float w = l->d2[i] * z[i];
-            z[i] = w * sigmoidf(w);
-        }
-        nd_fwht(z, N);
-        for (uint32_t i = 0; i < d; i++) bx[i] += l->d3[i] * z[i];
+    float *z = s->z + (size_t)t * N, *bx = s->bx + (size_t)t * d;
+    zcrms(bx, l->pre_hada, d, z);
+    for (uint32_t i = 0; i < N; i++) z[i] = i < d ? l->d1[i] * z[i] : 0.0f;
+    nd_fwht(z, N);
+    for (uint32_t i = 0; i < N; i++) {
+        float w = l->d2[i] * z[i];
+        z[i] = w * sigmoidf(w);
     }
+    nd_fwht(z, N);
+    for (uint32_t i = 0; i < d; i++) bx[i] += l->d3[i] * z[i];
+}
+
+static void mlp_block(needle_session *s, const nd_layer *l, uint32_t T) {
+    layer_job job = {s, l, 0};
+    nd_parallel(mlp_position, &job, T);
 }
 
 /* ---- engram --------------------------------------------------------------- */
@@ -587,37 +641,46 @@ static void mhc_pre(needle_session *s, const nd_layer *l, uint32_t li, uint32_t 
     }
 }
 
-/* X'[a] = sum_b R[a][b] X[b] + hpost[a] * y, y = block output - u; then pools
- * the lane mean of each position. */
+/* X'[a] = sum_b R[a][b] X[b] + hpost[a] * y at position t, y = block output
+ * - u (scratch: its row of s->nx, free once Phi has read it). */
+static void mhc_post_position(const void *ctx, uint32_t t) {
+    const layer_job *j = ctx;
+    needle_session *s = j->s;
+    const nd_layer *l = j->l;
+    const nd_geometry *g = &s->model->archive.geometry;
+    uint32_t n = g->lanes, d = g->hidden, nd = n * d, c = j->li % n;
+    double R[ND_MAX_LANES * ND_MAX_LANES];
+    float *x = s->x + (size_t)t * nd, *y = s->bx + (size_t)t * d, *u = s->u + (size_t)t * d;
+    float *tmp = s->nx + (size_t)t * nd, hpost[ND_MAX_LANES];
+    for (uint32_t i = 0; i < d; i++) y[i] -= u[i];
+    for (uint32_t a = 0; a < n; a++)
+        hpost[a] = 2.0f * sigmoidf(l->a_post * s->mpost[t * n + a] + l->b_post[a] + (a == c ? 0.0f : -4.0f));
+    for (uint32_t i = 0; i < n * n; i++) R[i] = (double)(l->a_res * s->mres[(size_t)t * n * n + i] + l->b_res[i]);
+    if (s->exact) sinkhorn(R, n); /* the spec's log-space iteration, as written */
+    else sinkhorn_scaled(R, n);
+    for (uint32_t a = 0; a < n; a++) {
+        float *out = tmp + (size_t)a * d;
+        for (uint32_t i = 0; i < d; i++) out[i] = hpost[a] * y[i];
+        for (uint32_t b = 0; b < n; b++) {
+            float r = (float)R[a * n + b];
+            for (uint32_t i = 0; i < d; i++) out[i] += r * x[(size_t)b * d + i];
+        }
+    }
+    memcpy(x, tmp, nd * sizeof(float));
+}
+
+/* The mHC post mix of every position, then (in position order: the pools
+ * are running sums) the pooling of each position's lane mean. */
 static void mhc_post(needle_session *s, const nd_layer *l, uint32_t li, uint32_t T) {
     const needle_model *m = s->model;
-    const nd_geometry *g = &m->archive.geometry;
-    uint32_t n = g->lanes, d = g->hidden, nd = n * d, c = li % n;
-    double R[ND_MAX_LANES * ND_MAX_LANES];
+    uint32_t n = m->archive.geometry.lanes, d = m->archive.geometry.hidden;
+    layer_job job = {s, l, li};
+    nd_parallel(mhc_post_position, &job, T);
+    if (!m->head_count) return;
     for (uint32_t t = 0; t < T; t++) {
-        float *x = s->x + (size_t)t * nd, *y = s->bx + (size_t)t * d, *u = s->u + (size_t)t * d;
-        float hpost[ND_MAX_LANES];
-        for (uint32_t i = 0; i < d; i++) y[i] -= u[i];
-        for (uint32_t a = 0; a < n; a++)
-            hpost[a] = 2.0f * sigmoidf(l->a_post * s->mpost[t * n + a] + l->b_post[a] +
-                                       (a == c ? 0.0f : -4.0f));
-        for (uint32_t i = 0; i < n * n; i++)
-            R[i] = (double)(l->a_res * s->mres[(size_t)t * n * n + i] + l->b_res[i]);
-        if (s->exact) sinkhorn(R, n); /* the spec's log-space iteration, as written */
-        else sinkhorn_scaled(R, n);
-        for (uint32_t a = 0; a < n; a++) {
-            float *out = s->tmp + (size_t)a * d;
-            for (uint32_t i = 0; i < d; i++) out[i] = hpost[a] * y[i];
-            for (uint32_t b = 0; b < n; b++) {
-                float r = (float)R[a * n + b];
-                for (uint32_t i = 0; i < d; i++) out[i] += r * x[(size_t)b * d + i];
-            }
-        }
-        memcpy(x, s->tmp, nd * sizeof(float));
-        if (m->head_count && s->ids[t] != m->pad_id) {
-            lane_mean(x, n, d, s->cell);
-            pool_add(s, s->cell);
-        }
+        if (s->ids[t] == m->pad_id) continue;
+        lane_mean(s->x + (size_t)t * n * d, n, d, s->cell);
+        pool_add(s, s->cell);
     }
 }
 
@@ -793,12 +856,12 @@ static int session_scratch(needle_session *s, needle_error *err) {
     if (tmp < ND_CQ_MAX_GROUP) tmp = ND_CQ_MAX_GROUP;
     float **ptr[] = {&s->x, &s->nx, &s->xr, &s->mpre, &s->mpost, &s->mres, &s->u, &s->bx, &s->h,
                      &s->a, &s->ek, &s->ev, &s->q, &s->gt, &s->o, &s->k, &s->v, &s->e,
-                     &s->keep, &s->rope, &s->tmp, &s->cell, &s->lut, &s->lut_scale, &s->a8};
+                     &s->keep, &s->rope, &s->tmp, &s->cell, &s->lut, &s->lut_scale, &s->a8, &s->z};
     /* one activation's int8 tables: bits/4 codes a column, 16 bytes each, so at most 16 bytes a column */
     uint64_t wide = widest_input(m);
     uint64_t len[] = {B * nd, B * nd, B * wide, B * n, B * n, B * n * n, B * d, B * d,
                       B * d, B * d, B * d, B * d, B * qw, B * qw, B * qw, B * kw, B * kw,
-                      B * width, B * tb, B * g->head_dim, tmp, d, wide * 16 / sizeof(float), wide, B * wide};
+                      B * width, B * tb, B * g->head_dim, tmp, d, wide * 16 / sizeof(float), wide, B * wide, B * g->hadamard_dim};
     size_t total = 0;
     for (size_t i = 0; i < sizeof len / sizeof *len; i++)
         if (!add_size(&total, len[i])) return nd_fail(err, NEEDLE_E_NOMEM, "session scratch overflows");
@@ -836,28 +899,37 @@ static int alloc_sinks(needle_session *s, uint32_t sinks, uint8_t **kv, int32_t 
 
 /* The attention state of rep * ND_CHUNK queries (one KV head over a chunk),
  * one allocation. */
+/* Carves one KV head's attention buffers out of f (nq queries). */
+static float *head_carve(head_attention *ha, float *f, uint64_t nq, uint32_t hdp) {
+    ha->aq = f, f += nq * hdp;
+    ha->attn.acc = f, f += nq * hdp;
+    ha->aqs = f, f += nq * (hdp / 32 + 1);
+    ha->attn.max = f, f += nq;
+    ha->attn.sum = f, f += nq;
+    ha->cq_rows = f, f += 2 * ND_ATTN_BLOCK * hdp;
+    ha->aq8 = (int16_t *)f;
+    uint32_t *u = (uint32_t *)(ha->aq8 + nq * hdp); /* nq * hdp is even: 4-byte aligned */
+    ha->alo = u, ha->ahi = u + nq;
+    uintptr_t work = ((uintptr_t)(u + 2 * nq) + 15) & ~(uintptr_t)15; /* the SIMD kernels' block buffers */
+    ha->attn.work = (void *)work;
+    ha->attn.hdp = hdp;
+    ha->attn.q = ha->aq, ha->attn.q8 = ha->aq8, ha->attn.qscale = ha->aqs, ha->attn.hi = ha->ahi;
+    return (float *)((work + nd_attn_work_bytes(hdp) + 15) & ~(uintptr_t)15);
+}
+
 static int attn_alloc(needle_session *s, needle_error *err) {
     const nd_geometry *g = &s->model->archive.geometry;
     uint64_t nq = (uint64_t)(g->query_heads / g->kv_heads) * ND_CHUNK, hdp = s->hdp;
     uint64_t floats = nq * hdp * 2 + nq * (hdp / 32 + 1) + 2 * nq + 2 * ND_ATTN_BLOCK * hdp;
-    uint64_t bytes = floats * 4 + nq * hdp * 2 + 3 * nq * 4 + nd_attn_work_bytes(s->hdp) + 16;
+    uint64_t head = floats * 4 + nq * hdp * 2 + 2 * nq * 4 + nd_attn_work_bytes(s->hdp) + 32;
+    uint64_t bytes = head * g->kv_heads + nq * 4 + g->kv_heads * sizeof(head_attention) + 16;
     if (bytes > SIZE_MAX || !(s->attn_buf = calloc(1, (size_t)bytes)))
         return nd_fail(err, NEEDLE_E_NOMEM, "no memory for the attention of %llu queries", (unsigned long long)nq);
     s->bytes += (size_t)bytes;
-    float *f = s->attn_buf;
-    s->aq = f, f += nq * hdp;
-    s->attn.acc = f, f += nq * hdp;
-    s->aqs = f, f += nq * (hdp / 32 + 1);
-    s->attn.max = f, f += nq;
-    s->attn.sum = f, f += nq;
-    s->cq_rows = f, f += 2 * ND_ATTN_BLOCK * hdp;
-    s->aq8 = (int16_t *)f;
-    uint32_t *u = (uint32_t *)(s->aq8 + nq * hdp); /* nq * hdp is even: 4-byte aligned */
-    s->alo = u, s->ahi = u + nq, s->azero = u + 2 * nq;
-    uintptr_t work = (uintptr_t)(u + 3 * nq);
-    s->attn.work = (void *)((work + 15) & ~(uintptr_t)15); /* the SIMD kernels' block buffers */
-    s->attn.hdp = s->hdp;
-    s->attn.q = s->aq, s->attn.q8 = s->aq8, s->attn.qscale = s->aqs, s->attn.hi = s->ahi;
+    s->heads = s->attn_buf;
+    s->azero = (uint32_t *)(s->heads + g->kv_heads);
+    float *f = (float *)(((uintptr_t)(s->azero + nq) + 15) & ~(uintptr_t)15);
+    for (uint32_t h = 0; h < g->kv_heads; h++) f = head_carve(&s->heads[h], f, nq, s->hdp);
     return NEEDLE_OK;
 }
 
