@@ -297,11 +297,27 @@ void nd_cq_lut_build_simd128(const nd_cq *m, const float *xr, int8_t *tb, float 
         scales[g] = tables(m, lmax, xr + (size_t)g * m->group, tb + g * step, xs);
 }
 
+/* With every group's tables at hand, a tile runs all its groups with its 16
+ * sums in registers: the weights are read in order and y is written once
+ * (the same sum per row, groups ascending from 0, as lut_finish's). */
 void nd_cqt_gemv_lut_tables_range_simd128(const nd_cq *m, const int8_t *tb, const float *scales, float *y,
                                           uint32_t t0, uint32_t t1) {
     size_t step = (size_t)m->group * m->bits / 4 * 16;
-    memset(y + (size_t)t0 * ND_CQ_TILE, 0, (size_t)(t1 - t0) * ND_CQ_TILE * sizeof(float));
-    for (uint32_t g = 0; g < m->groups; g++) lut_group(m, g, tb + g * step, 0, &scales[g], 1, y, t0, t1);
+    uint32_t vectors = m->group * m->bits / 8;
+    for (uint32_t t = t0; t < t1; t++) {
+        v128_t out[4] = {wasm_f32x4_splat(0.0f), wasm_f32x4_splat(0.0f), wasm_f32x4_splat(0.0f), wasm_f32x4_splat(0.0f)};
+        for (uint32_t g = 0; g < m->groups; g++) {
+            v128_t acc[1][2], nv[4];
+            lut_tile(tile_codes(m, t, g), vectors, tb + g * step, 0, 1, acc);
+            norms16(tile_norms(m, t, g), nv);
+            v128_t sc = wasm_f32x4_splat(scales[g]);
+            v128_t i[4] = {wasm_i32x4_extend_low_i16x8(acc[0][0]), wasm_i32x4_extend_high_i16x8(acc[0][0]),
+                           wasm_i32x4_extend_low_i16x8(acc[0][1]), wasm_i32x4_extend_high_i16x8(acc[0][1])};
+            for (int q = 0; q < 4; q++)
+                out[q] = wasm_f32x4_add(out[q], wasm_f32x4_mul(wasm_f32x4_mul(nv[q], sc), wasm_f32x4_convert_i32x4(i[q])));
+        }
+        for (int q = 0; q < 4; q++) wasm_v128_store(y + (size_t)t * ND_CQ_TILE + 4 * q, out[q]);
+    }
 }
 
 void nd_cqt_gemv_lut_tables_simd128(const nd_cq *m, const int8_t *tb, const float *scales, float *y) {

@@ -63,9 +63,12 @@ test('Vite bundles the installed package unconfigured; the page generates in a W
   assert.deepEqual(warnings, []);
   const assets = await readdir(join(project, 'dist/assets'));
   // Every shipped engine variant (js/wasm.js picks one at run time).
-  assert.equal(assets.filter((f) => f.endsWith('.wasm')).length, 3, `engine variants among ${assets}`);
+  assert.equal(assets.filter((f) => f.endsWith('.wasm')).length, 4, `engine variants among ${assets}`);
   assert.ok(assets.some((f) => /^needle-nosimd-.+\.wasm$/.test(f)), `no nosimd variant among ${assets}`);
   assert.ok(assets.some((f) => /^needle-relaxed-.+\.wasm$/.test(f)), `no relaxed variant among ${assets}`);
+  assert.ok(assets.some((f) => /^needle-threads-.+\.wasm$/.test(f)), `no threads variant among ${assets}`);
+  // The thread pool's worker is bundled too (it starts only in cross-origin-isolated pages).
+  assert.equal(assets.filter((f) => /^thread-worker-.*\.js$/.test(f)).length, 1, `no thread worker among ${assets}`);
   assert.equal(assets.filter((f) => /^demo-.*\.cact$/.test(f)).length, 1, `no demo archive among ${assets}`);
   const workers = assets.filter((f) => /^worker-.*\.js$/.test(f));
   assert.equal(workers.length, 1, `expected one worker bundle among ${assets}`);
