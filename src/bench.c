@@ -91,10 +91,27 @@ static double time_cq(uint32_t bits, uint32_t rows, uint32_t cols, uint32_t grou
     float *xr = x + padded, *y = xr + padded;
     for (uint32_t i = 0; i < cols; i++) x[i] = random_unit(seed);
     nd_cq_rotate(&m, x, xr);
+    /* A decode step's path: tiled matrices build their int8 tables, then run
+     * the table GEMV (session.c matmul); others run nd_cq_matmul. */
+    size_t tb_bytes = m.tiles ? nd_cq_lut_bytes(&m) : 0;
+    int8_t *tables = m.tiles ? malloc(tb_bytes + m.groups * sizeof(float)) : NULL;
+    if (m.tiles && !tables) {
+        free(bytes), free(x);
+        nd_fail(err, NEEDLE_E_NOMEM, "no memory for the tables of a [%u, %u] benchmark matrix", rows, cols);
+        return -1;
+    }
+    float *scales = (float *)(tables + tb_bytes);
     double t0 = nd_now_ms();
-    for (uint32_t it = 0; it < iterations; it++) nd_cq_matmul(&m, xr, 1, y, 1);
+    for (uint32_t it = 0; it < iterations; it++) {
+        if (!m.tiles) {
+            nd_cq_matmul(&m, xr, 1, y, 1);
+            continue;
+        }
+        nd_cq_lut_build(&m, xr, tables, scales);
+        nd_cq_matvec_lut(&m, xr, tables, scales, y);
+    }
     double ms = nd_now_ms() - t0;
-    free(bytes), free(x);
+    free(bytes), free(x), free(tables);
     return ms;
 }
 
