@@ -60,7 +60,7 @@ struct needle_session {
     const int32_t *ids;           /* the chunk being run */
     /* scratch, one allocation: see session_scratch() */
     float *buf, *x, *nx, *xr, *mpre, *mpost, *mres, *u, *bx, *h, *a, *ek, *ev;
-    float *q, *gt, *o, *k, *v, *e, *keep, *rope, *tmp, *cell, *z;
+    float *q, *gt, *o, *k, *v, *e, *keep, *rope, *tmp, *z;
     float *lut, *lut_scale;       /* int8 tables of s->xr (16 bytes a float) and their scales */
     const nd_cq *lut_of;          /* the matrix they were built for, NULL: none for this xr */
     float *a8;                    /* [chunk] s->xr quantised for nd_cq_a8_gemv (a float a column) */
@@ -440,51 +440,82 @@ static void attend(needle_session *s, uint32_t layer, uint32_t p0, uint32_t T) {
     nd_parallel(attend_head, &job, s->model->archive.geometry.kv_heads);
 }
 
+/* A layer's per-position work over a chunk from position p0, as a pool job
+ * (chunk = position within the chunk). */
+typedef struct {
+    needle_session *s;
+    const nd_layer *l;
+    uint32_t li, p0;
+} layer_job;
+
+/* h = zcrms(bx, norm_in) at position t. */
+static void norm_in_position(const void *ctx, uint32_t t) {
+    const layer_job *j = ctx;
+    uint32_t d = j->s->model->archive.geometry.hidden;
+    zcrms(j->s->bx + (size_t)t * d, j->l->norm_in, d, j->s->h + (size_t)t * d);
+}
+
+/* q and k of position t normed and rotated; its K and V rows cached. */
+static void qk_position(const void *ctx, uint32_t t) {
+    const layer_job *j = ctx;
+    needle_session *s = j->s;
+    const nd_geometry *g = &s->model->archive.geometry;
+    uint32_t hd = g->head_dim, qw = g->query_heads * hd, kw = g->kv_heads * hd;
+    const float *cs = s->rope + (size_t)t * hd;
+    for (uint32_t h = 0; h < g->query_heads; h++) {
+        float *qh = s->q + (size_t)t * qw + (size_t)h * hd;
+        zcrms(qh, j->l->q_norm, hd, qh);
+        rope(qh, cs, hd);
+    }
+    for (uint32_t h = 0; h < g->kv_heads; h++) {
+        float *kh = s->k + (size_t)t * kw + (size_t)h * hd;
+        zcrms(kh, j->l->k_norm, hd, kh);
+        rope(kh, cs, hd);
+        kv_store(s, kh, kv_row(s, j->p0 + t, j->li, h, 0));
+        kv_store(s, s->v + (size_t)t * kw + (size_t)h * hd, kv_row(s, j->p0 + t, j->li, h, 1));
+    }
+}
+
+/* o *= sigmoid(gate) at position t. */
+static void gate_position(const void *ctx, uint32_t t) {
+    const layer_job *j = ctx;
+    const nd_geometry *g = &j->s->model->archive.geometry;
+    size_t qw = (size_t)g->query_heads * g->head_dim;
+    float *o = j->s->o + t * qw;
+    const float *gt = j->s->gt + t * qw;
+    for (size_t i = 0; i < qw; i++) o[i] *= sigmoidf(gt[i]);
+}
+
+/* bx += attn_gate * zcrms(a, post_norm) at position t. */
+static void post_norm_position(const void *ctx, uint32_t t) {
+    const layer_job *j = ctx;
+    uint32_t d = j->s->model->archive.geometry.hidden;
+    float *a = j->s->a + (size_t)t * d, *bx = j->s->bx + (size_t)t * d;
+    zcrms(a, j->l->post_norm, d, a);
+    for (uint32_t i = 0; i < d; i++) bx[i] += j->l->attn_gate * a[i];
+}
+
 /* bx += sigmoid(attn_gate) * zcrms(attention(zcrms(bx, norm_in)), post_norm). */
 static void attention_block(needle_session *s, uint32_t li, uint32_t p0, uint32_t T) {
     const nd_geometry *g = &s->model->archive.geometry;
     const nd_layer *l = &s->model->layers[li];
-    uint32_t d = g->hidden, hd = g->head_dim, qw = g->query_heads * hd, kw = g->kv_heads * hd;
+    uint32_t d = g->hidden, qw = g->query_heads * g->head_dim;
+    layer_job job = {s, l, li, p0};
     double clock = stage_clock(s);
-    for (uint32_t t = 0; t < T; t++) zcrms(s->bx + (size_t)t * d, l->norm_in, d, s->h + (size_t)t * d);
+    nd_parallel(norm_in_position, &job, T);
     const nd_cq *prev = matmul(s, &l->q, NULL, s->h, d, T, s->q);
     prev = matmul(s, &l->k, prev, s->h, d, T, s->k);
     prev = matmul(s, &l->v, prev, s->h, d, T, s->v);
     matmul(s, &l->gate, prev, s->h, d, T, s->gt);
     clock = stage_lap(s, NEEDLE_STAGE_ATTN_PROJ, clock);
-    for (uint32_t t = 0; t < T; t++) {
-        const float *cs = s->rope + (size_t)t * hd;
-        for (uint32_t h = 0; h < g->query_heads; h++) {
-            float *qh = s->q + (size_t)t * qw + (size_t)h * hd;
-            zcrms(qh, l->q_norm, hd, qh);
-            rope(qh, cs, hd);
-        }
-        for (uint32_t h = 0; h < g->kv_heads; h++) {
-            float *kh = s->k + (size_t)t * kw + (size_t)h * hd;
-            zcrms(kh, l->k_norm, hd, kh);
-            rope(kh, cs, hd);
-            kv_store(s, kh, kv_row(s, p0 + t, li, h, 0));
-            kv_store(s, s->v + (size_t)t * kw + (size_t)h * hd, kv_row(s, p0 + t, li, h, 1));
-        }
-    }
+    nd_parallel(qk_position, &job, T);
     attend(s, li, p0, T);
-    for (size_t i = 0; i < (size_t)T * qw; i++) s->o[i] *= sigmoidf(s->gt[i]);
+    nd_parallel(gate_position, &job, T);
     clock = stage_lap(s, NEEDLE_STAGE_ATTENTION, clock);
     matmul(s, &l->out, NULL, s->o, qw, T, s->a);
-    for (uint32_t t = 0; t < T; t++) {
-        float *a = s->a + (size_t)t * d, *bx = s->bx + (size_t)t * d;
-        zcrms(a, l->post_norm, d, a);
-        for (uint32_t i = 0; i < d; i++) bx[i] += l->attn_gate * a[i];
-    }
+    nd_parallel(post_norm_position, &job, T);
     stage_lap(s, NEEDLE_STAGE_ATTN_PROJ, clock);
 }
-
-/* A layer's per-position work over a chunk, as a pool job (chunk = position). */
-typedef struct {
-    needle_session *s;
-    const nd_layer *l;
-    uint32_t li;
-} layer_job;
 
 /* bx += first d of d3 * HN silu(d2 * HN (d1 * pad(zcrms(bx, pre_hada)))) at
  * position t (scratch: its row of s->z). */
@@ -507,7 +538,7 @@ static void mlp_position(const void *ctx, uint32_t t) {
 }
 
 static void mlp_block(needle_session *s, const nd_layer *l, uint32_t T) {
-    layer_job job = {s, l, 0};
+    layer_job job = {s, l, 0, 0};
     nd_parallel(mlp_position, &job, T);
 }
 
@@ -580,26 +611,50 @@ static void pool_clear(needle_session *s) {
     }
 }
 
-/* One online-softmax step of every probe of every head with cell c[d]. */
-static void pool_add(needle_session *s, const float *c) {
+/* Probe k (counting across heads) and its running state: max, sum, sum of cells. */
+static const float *probe_at(const needle_session *s, uint32_t k, float **acc) {
     const needle_model *m = s->model;
     uint32_t d = m->archive.geometry.hidden;
-    float inv = (float)(1.0 / sqrt((double)d)), *acc = s->pool;
-    for (uint32_t h = 0; h < m->head_count; h++) {
-        for (uint32_t k = 0; k < m->heads[h].probes; k++, acc += 2 + d) {
-            const float *probe = m->heads[h].probe + (size_t)k * d;
-            float score = dot4(c, probe, d) * inv;
-            float keep = 1.0f, w = 1.0f;
-            if (score > acc[0]) {
-                keep = expf(acc[0] - score); /* 0 for the first cell */
-                acc[0] = score;
-            } else {
-                w = expf(score - acc[0]);
-            }
-            acc[1] = acc[1] * keep + w;
-            for (uint32_t i = 0; i < d; i++) acc[2 + i] = acc[2 + i] * keep + w * c[i];
+    *acc = s->pool + (size_t)k * (2 + d);
+    uint32_t h = 0;
+    while (k >= m->heads[h].probes) k -= m->heads[h++].probes;
+    return m->heads[h].probe + (size_t)k * d;
+}
+
+/* Cells to pool, in position order: count rows of d floats. */
+typedef struct {
+    needle_session *s;
+    const float *cells;
+    uint32_t count;
+} pool_job;
+
+/* One online-softmax step of probe k per cell, cell after cell. */
+static void pool_probe(const void *ctx, uint32_t k) {
+    const pool_job *j = ctx;
+    uint32_t d = j->s->model->archive.geometry.hidden;
+    float inv = (float)(1.0 / sqrt((double)d)), *acc;
+    const float *probe = probe_at(j->s, k, &acc);
+    for (uint32_t n = 0; n < j->count; n++) {
+        const float *c = j->cells + (size_t)n * d;
+        float score = dot4(c, probe, d) * inv;
+        float keep = 1.0f, w = 1.0f;
+        if (score > acc[0]) {
+            keep = expf(acc[0] - score); /* 0 for the first cell */
+            acc[0] = score;
+        } else {
+            w = expf(score - acc[0]);
         }
+        acc[1] = acc[1] * keep + w;
+        for (uint32_t i = 0; i < d; i++) acc[2 + i] = acc[2 + i] * keep + w * c[i];
     }
+}
+
+/* Pools count cells (rows of d, in position order) into every probe of every
+ * head; the probes run in parallel, each over the cells in order. */
+static void pool_cells(needle_session *s, const float *cells, uint32_t count) {
+    uint32_t probes = (uint32_t)(s->pool_floats / (2 + s->model->archive.geometry.hidden));
+    pool_job job = {s, cells, count};
+    if (count) nd_parallel(pool_probe, &job, probes);
 }
 
 /* ---- the forward pass of one chunk -------------------------------------------- */
@@ -613,7 +668,7 @@ static void embed(needle_session *s, uint32_t T) {
         float *x = s->x + (size_t)t * nd;
         nd_cq_gather(&s->model->embedding, (uint32_t)s->ids[t], x, s->tmp);
         for (uint32_t i = 0; i < d; i++) x[i] *= scale;
-        if (s->model->head_count && s->ids[t] != s->model->pad_id) pool_add(s, x);
+        if (s->model->head_count && s->ids[t] != s->model->pad_id) pool_cells(s, x, 1);
         for (uint32_t j = 1; j < g->lanes; j++) memcpy(x + (size_t)j * d, x, d * sizeof(float));
     }
 }
@@ -674,14 +729,13 @@ static void mhc_post_position(const void *ctx, uint32_t t) {
 static void mhc_post(needle_session *s, const nd_layer *l, uint32_t li, uint32_t T) {
     const needle_model *m = s->model;
     uint32_t n = m->archive.geometry.lanes, d = m->archive.geometry.hidden;
-    layer_job job = {s, l, li};
+    layer_job job = {s, l, li, 0};
     nd_parallel(mhc_post_position, &job, T);
     if (!m->head_count) return;
-    for (uint32_t t = 0; t < T; t++) {
-        if (s->ids[t] == m->pad_id) continue;
-        lane_mean(s->x + (size_t)t * n * d, n, d, s->cell);
-        pool_add(s, s->cell);
-    }
+    uint32_t count = 0; /* the lane means of the non-pad positions, into u (free now) */
+    for (uint32_t t = 0; t < T; t++)
+        if (s->ids[t] != m->pad_id) lane_mean(s->x + (size_t)t * n * d, n, d, s->u + (size_t)count++ * d);
+    pool_cells(s, s->u, count);
 }
 
 /* logits[T'][vocab] = E zcrms(mean of lanes, final_norm) for positions first..T-1. */
@@ -856,12 +910,12 @@ static int session_scratch(needle_session *s, needle_error *err) {
     if (tmp < ND_CQ_MAX_GROUP) tmp = ND_CQ_MAX_GROUP;
     float **ptr[] = {&s->x, &s->nx, &s->xr, &s->mpre, &s->mpost, &s->mres, &s->u, &s->bx, &s->h,
                      &s->a, &s->ek, &s->ev, &s->q, &s->gt, &s->o, &s->k, &s->v, &s->e,
-                     &s->keep, &s->rope, &s->tmp, &s->cell, &s->lut, &s->lut_scale, &s->a8, &s->z};
+                     &s->keep, &s->rope, &s->tmp, &s->lut, &s->lut_scale, &s->a8, &s->z};
     /* one activation's int8 tables: bits/4 codes a column, 16 bytes each, so at most 16 bytes a column */
     uint64_t wide = widest_input(m);
     uint64_t len[] = {B * nd, B * nd, B * wide, B * n, B * n, B * n * n, B * d, B * d,
                       B * d, B * d, B * d, B * d, B * qw, B * qw, B * qw, B * kw, B * kw,
-                      B * width, B * tb, B * g->head_dim, tmp, d, wide * 16 / sizeof(float), wide, B * wide, B * g->hadamard_dim};
+                      B * width, B * tb, B * g->head_dim, tmp, wide * 16 / sizeof(float), wide, B * wide, B * g->hadamard_dim};
     size_t total = 0;
     for (size_t i = 0; i < sizeof len / sizeof *len; i++)
         if (!add_size(&total, len[i])) return nd_fail(err, NEEDLE_E_NOMEM, "session scratch overflows");

@@ -1,7 +1,12 @@
 /* threads.c: the pool of threads.h and its exported controls (needle.h).
  *
- * Protocol. The caller writes the job (fn, ctx, chunks), zeroes `done`, then
- * publishes it by storing ticket = job << 32 (chunk counter 0). Anyone who
+ * Protocol. The caller first closes the next job's ticket (job << 32 |
+ * CLOSED: no chunk can be claimed, and a claim of the previous job, whose
+ * last chunks are all taken, now fails its compare-exchange), writes the job
+ * (fn, ctx, chunks), zeroes `done`, then opens it by storing ticket =
+ * job << 32 (chunk counter 0). Without the closing store a worker that read
+ * the old ticket could pair it with the new job's larger chunk count and
+ * claim a chunk the opening store then hands out again. Anyone who
  * sees job J in the ticket claims chunk c by a compare-exchange of (J, c) to
  * (J, c + 1), runs it and counts it in `done`; the caller claims too, then
  * spins until done == chunks. A job's descriptor is rewritten only after all
@@ -29,6 +34,7 @@
 #include "platform.h"
 
 #define SPIN_US_DEFAULT 200u
+#define CLOSED 0xffffffffu /* chunk counter of a job being written */
 
 static struct {
     _Atomic uint64_t ticket;  /* job << 32 | next chunk to claim */
@@ -60,6 +66,7 @@ static uint32_t run_chunks(uint32_t job) {
         nd_chunk_fn fn = pool.fn;
         const void *ctx = pool.ctx;
         uint32_t c = (uint32_t)v;
+        if (c == CLOSED) continue; /* opens within a few stores */
         if (c >= pool.chunks) return ran;
         if (!atomic_compare_exchange_weak(&pool.ticket, &v, v + 1)) continue;
         fn(ctx, c);
@@ -73,11 +80,12 @@ void nd_parallel(nd_chunk_fn fn, const void *ctx, uint32_t chunks) {
         for (uint32_t c = 0; c < chunks; c++) fn(ctx, c);
         return;
     }
+    uint32_t job = (uint32_t)(atomic_load(&pool.ticket) >> 32) + 1;
+    atomic_store(&pool.ticket, (uint64_t)job << 32 | CLOSED);
     pool.fn = fn;
     pool.ctx = ctx;
     pool.chunks = chunks;
     atomic_store(&pool.done, 0);
-    uint32_t job = (uint32_t)(atomic_load(&pool.ticket) >> 32) + 1;
     atomic_store(&pool.ticket, (uint64_t)job << 32);
     if (atomic_load(&pool.sleepers) && !atomic_exchange(&pool.woken, 1))
         __builtin_wasm_memory_atomic_notify((int *)&pool.ticket, pool.expected);
