@@ -221,7 +221,7 @@ export class Needle {
         if (envelope.error_code === STATUS.ABORTED) error.name = 'AbortError';
         throw error;
       }
-      return envelope.function_calls[0]?.arguments ?? null;
+      return envelope.function_calls[0].arguments; // the grammar required the call
     } finally {
       extractor.free();
     }

@@ -387,12 +387,8 @@ export declare class Needle {
   complete(text: unknown, options?: CompleteOptions): Promise<Envelope>;
   /** A query, then the JS tools it calls and their results fed back, until a response or maxTurns (default 4). */
   run(query: string, options?: CompleteOptions & { maxTurns?: number }): Promise<RunResult>;
-  /** The arguments the model fills for schema from text (null when it makes no call). */
-  extract(
-    text: string,
-    schema: JsonSchema,
-    options?: CompleteOptions & { name?: string; description?: string },
-  ): Promise<{ [name: string]: unknown } | null>;
+  /** The arguments the model fills for schema from text (the grammar makes it call the tool). */
+  extract(text: string, schema: JsonSchema, options?: ExtractOptions): Promise<{ [name: string]: unknown }>;
   /** The tool declarations rendered into the prompt now (at most 5 with retrieval). */
   renderedTools(): ToolDeclaration[];
   /** The tools' retrieval embeddings, or null with at most 5 tools. */
@@ -407,6 +403,9 @@ export declare class Needle {
   free(): void;
 }
 
+/** extract()'s options: a turn's, and the name and description of the tool it declares. */
+export type ExtractOptions = CompleteOptions & { name?: string; description?: string };
+
 /**
  * The agent in a model's worker, driven from the calling thread: Needle's
  * methods. run() executes the JS tool functions in the calling thread (the
@@ -419,11 +418,7 @@ export interface WorkerNeedle {
   readonly model: WorkerModel;
   complete(text: unknown, options?: CompleteOptions): Promise<Envelope>;
   run(query: string, options?: CompleteOptions & { maxTurns?: number }): Promise<RunResult>;
-  extract(
-    text: string,
-    schema: JsonSchema,
-    options?: CompleteOptions & { name?: string; description?: string },
-  ): Promise<{ [name: string]: unknown } | null>;
+  extract(text: string, schema: JsonSchema, options?: ExtractOptions): Promise<{ [name: string]: unknown }>;
   renderedTools(): ToolDeclaration[];
   toolEmbeddings(): Promise<ToolEmbeddings | null>;
   readonly prefillCount: number;

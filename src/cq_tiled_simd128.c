@@ -254,15 +254,21 @@ INLINE void lut_tile(const uint8_t *codes, uint32_t vectors, const int8_t *tb, s
     }
 }
 
-/* y[16 rows] += (norm * scale) * sum, as the reference does it. */
-INLINE void lut_finish(const v128_t nv[4], float scale, const v128_t acc[2], float *y) {
+/* out[16 rows] += (norm * scale) * sum, as the reference does it. */
+INLINE void lut_add(const v128_t nv[4], float scale, const v128_t acc[2], v128_t out[4]) {
     v128_t s = wasm_f32x4_splat(scale);
     v128_t i[4] = {wasm_i32x4_extend_low_i16x8(acc[0]), wasm_i32x4_extend_high_i16x8(acc[0]),
                    wasm_i32x4_extend_low_i16x8(acc[1]), wasm_i32x4_extend_high_i16x8(acc[1])};
-    for (int q = 0; q < 4; q++) {
-        v128_t f = wasm_f32x4_mul(wasm_f32x4_mul(nv[q], s), wasm_f32x4_convert_i32x4(i[q]));
-        wasm_v128_store(y + 4 * q, wasm_f32x4_add(wasm_v128_load(y + 4 * q), f));
-    }
+    for (int q = 0; q < 4; q++)
+        out[q] = wasm_f32x4_add(out[q], wasm_f32x4_mul(wasm_f32x4_mul(nv[q], s), wasm_f32x4_convert_i32x4(i[q])));
+}
+
+/* y[16 rows] += (norm * scale) * sum. */
+INLINE void lut_finish(const v128_t nv[4], float scale, const v128_t acc[2], float *y) {
+    v128_t out[4];
+    for (int q = 0; q < 4; q++) out[q] = wasm_v128_load(y + 4 * q);
+    lut_add(nv, scale, acc, out);
+    for (int q = 0; q < 4; q++) wasm_v128_store(y + 4 * q, out[q]);
 }
 
 /* Group g for `tokens` activations (tables already built), tiles [t0, t1). */
@@ -310,11 +316,7 @@ void nd_cqt_gemv_lut_tables_range_simd128(const nd_cq *m, const int8_t *tb, cons
             v128_t acc[1][2], nv[4];
             lut_tile(tile_codes(m, t, g), vectors, tb + g * step, 0, 1, acc);
             norms16(tile_norms(m, t, g), nv);
-            v128_t sc = wasm_f32x4_splat(scales[g]);
-            v128_t i[4] = {wasm_i32x4_extend_low_i16x8(acc[0][0]), wasm_i32x4_extend_high_i16x8(acc[0][0]),
-                           wasm_i32x4_extend_low_i16x8(acc[0][1]), wasm_i32x4_extend_high_i16x8(acc[0][1])};
-            for (int q = 0; q < 4; q++)
-                out[q] = wasm_f32x4_add(out[q], wasm_f32x4_mul(wasm_f32x4_mul(nv[q], sc), wasm_f32x4_convert_i32x4(i[q])));
+            lut_add(nv, scales[g], acc[0], out);
         }
         for (int q = 0; q < 4; q++) wasm_v128_store(y + (size_t)t * ND_CQ_TILE + 4 * q, out[q]);
     }

@@ -664,13 +664,16 @@ static void embed(needle_session *s, uint32_t T) {
     const nd_geometry *g = &s->model->archive.geometry;
     uint32_t d = g->hidden, nd = g->lanes * d;
     float scale = (float)sqrt((double)d);
+    uint32_t count = 0; /* non-pad cells to pool, gathered in u (free until mhc_pre) */
     for (uint32_t t = 0; t < T; t++) {
         float *x = s->x + (size_t)t * nd;
         nd_cq_gather(&s->model->embedding, (uint32_t)s->ids[t], x, s->tmp);
         for (uint32_t i = 0; i < d; i++) x[i] *= scale;
-        if (s->model->head_count && s->ids[t] != s->model->pad_id) pool_cells(s, x, 1);
+        if (s->model->head_count && s->ids[t] != s->model->pad_id)
+            memcpy(s->u + (size_t)count++ * d, x, d * sizeof(float));
         for (uint32_t j = 1; j < g->lanes; j++) memcpy(x + (size_t)j * d, x, d * sizeof(float));
     }
+    pool_cells(s, s->u, count);
 }
 
 /* u = sum_j hpre[j] X[j] from the mHC pre mix (with lane offsets). */
