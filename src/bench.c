@@ -104,11 +104,11 @@ static double time_cq(uint32_t bits, uint32_t rows, uint32_t cols, uint32_t grou
     double t0 = nd_now_ms();
     for (uint32_t it = 0; it < iterations; it++) {
         if (!m.tiles) {
-            nd_cq_matmul(&m, xr, 1, y, 1);
+            nd_cq_matmul(&m, xr, 1, y);
             continue;
         }
         nd_cq_lut_build(&m, xr, tables, scales);
-        nd_cq_matvec_lut(&m, xr, tables, scales, y);
+        nd_cq_matmul_lut(&m, xr, 1, tables, scales, y);
     }
     double ms = nd_now_ms() - t0;
     free(bytes), free(x), free(tables);

@@ -121,44 +121,47 @@ float nd_cqt_norm(const nd_cq *m, uint32_t row, uint32_t g);
 /* Kernels over the tiled rows [0, tiles*16) only; nd_cq_matmul adds the tail. */
 void nd_cqt_gemv_ref(const nd_cq *m, const float *xr, float *y);     /* exact */
 void nd_cqt_gemm_ref(const nd_cq *m, const float *xr, uint32_t n, float *y); /* exact, n activations */
-void nd_cqt_gemv_lut_ref(const nd_cq *m, const float *xr, float *y); /* int8 tables */
-void nd_cqt_gemm_lut_ref(const nd_cq *m, const float *xr, uint32_t n, float *y);
+/* int8 tables built from xr: the specification of the table kernels below */
+void nd_cqt_gemv_lut_ref(const nd_cq *m, const float *xr, float *y);
 #ifdef ND_SIMD128
 void nd_cqt_gemv_simd128(const nd_cq *m, const float *xr, float *y);
 void nd_cqt_gemm_simd128(const nd_cq *m, const float *xr, uint32_t n, float *y);
-void nd_cqt_gemv_lut_simd128(const nd_cq *m, const float *xr, float *y);
-void nd_cqt_gemm_lut_simd128(const nd_cq *m, const float *xr, uint32_t n, float *y);
 #endif
 
-/* Shared int8 tables (fast mode, one activation). Several matrices that read
- * the same rotated activation build identical tables when nd_cq_lut_shared
- * holds (same group, width, bits and levels), so the tables are built once by
- * nd_cq_lut_build and each tiled GEMV runs from them: nd_cqt_gemv_lut_tables
- * gives the same bits as nd_cqt_gemv_lut on the same xr. tables holds
- * nd_cq_lut_bytes(m) bytes ([group][code][16]), scales m->groups floats. */
+/* Shared int8 tables (fast mode). Several matrices that read the same
+ * rotated activation build identical tables when nd_cq_lut_shared holds
+ * (same group, width, bits and levels), so the tables are built once per
+ * activation by nd_cq_lut_build and each tiled product runs from them:
+ * nd_cqt_gemv_lut_tables gives the same bits as nd_cqt_gemv_lut_ref on the
+ * same xr. One activation's tables are nd_cq_lut_bytes(m) bytes
+ * ([group][code][16]) and m->groups scales; the tables of n activations lie
+ * one after the other (nd_cqt_gemm_lut_tables), as do their scales. */
 static inline size_t nd_cq_lut_bytes(const nd_cq *m) { return (size_t)m->groups * m->group * m->bits / 4 * 16; }
 int nd_cq_lut_shared(const nd_cq *a, const nd_cq *b);
 void nd_cq_lut_build_ref(const nd_cq *m, const float *xr, int8_t *tables, float *scales);
 void nd_cqt_gemv_lut_tables_ref(const nd_cq *m, const int8_t *tables, const float *scales, float *y);
+void nd_cqt_gemm_lut_tables_ref(const nd_cq *m, const int8_t *tables, const float *scales, uint32_t n, float *y);
 #ifdef ND_SIMD128
 void nd_cq_lut_build_simd128(const nd_cq *m, const float *xr, int8_t *tables, float *scales);
 void nd_cqt_gemv_lut_tables_simd128(const nd_cq *m, const int8_t *tables, const float *scales, float *y);
+void nd_cqt_gemm_lut_tables_simd128(const nd_cq *m, const int8_t *tables, const float *scales, uint32_t n,
+                                    float *y);
 #define nd_cq_lut_build nd_cq_lut_build_simd128
 #else
 #define nd_cq_lut_build nd_cq_lut_build_ref
 #endif
 
-/* y[rows] = W x of a tiled matrix in fast mode from tables built for xr: the
- * tiled rows from the tables, the tail rows exact from xr (nd_cq_matmul's
- * result for n = 1, fast). */
-void nd_cq_matvec_lut(const nd_cq *m, const float *xr, const int8_t *tables, const float *scales, float *y);
+/* Y[t][rows] = W X[t] of a tiled matrix in fast mode for n activations
+ * rotated into XR (stride padded), from the tables built for them: the tiled
+ * rows from the tables, the tail rows exact from XR. */
+void nd_cq_matmul_lut(const nd_cq *m, const float *xr, uint32_t n, const int8_t *tables, const float *scales,
+                      float *y);
 
 /* Row gather of either layout (nd_cq_row_ref's contract, same results). */
 void nd_cq_gather(const nd_cq *m, uint32_t row, float *out, float *scratch);
 
 /* Y[t][rows] = W X[t] for n activations rotated into XR (stride padded), in
- * either layout, with the fastest kernels available: `fast` picks the int8
- * table kernels for the tiled rows; otherwise every kernel is exact f32. */
-void nd_cq_matmul(const nd_cq *m, const float *xr, uint32_t n, float *y, int fast);
+ * either layout, with the fastest exact (f32) kernels available. */
+void nd_cq_matmul(const nd_cq *m, const float *xr, uint32_t n, float *y);
 
 #endif

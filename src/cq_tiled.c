@@ -184,9 +184,10 @@ void nd_cqt_gemv_lut_tables_ref(const nd_cq *m, const int8_t *tables, const floa
     nd_cqt_gemv_lut_tables_range_ref(m, tables, scales, y, 0, m->tiles);
 }
 
-void nd_cqt_gemm_lut_ref(const nd_cq *m, const float *xr, uint32_t n, float *y) {
+void nd_cqt_gemm_lut_tables_ref(const nd_cq *m, const int8_t *tables, const float *scales, uint32_t n, float *y) {
     for (uint32_t t = 0; t < n; t++)
-        nd_cqt_gemv_lut_ref(m, xr + (size_t)t * nd_cq_padded(m), y + (size_t)t * m->rows);
+        nd_cqt_gemv_lut_tables_ref(m, tables + t * nd_cq_lut_bytes(m), scales + (size_t)t * m->groups,
+                                   y + (size_t)t * m->rows);
 }
 
 /* ---- dispatch ------------------------------------------------------------- */
@@ -209,14 +210,12 @@ void nd_cq_gather(const nd_cq *m, uint32_t row, float *out, float *scratch) {
 #ifdef ND_SIMD128
 #define CQT_GEMV_RANGE nd_cqt_gemv_range_simd128
 #define CQT_GEMM nd_cqt_gemm_simd128
-#define CQT_GEMV_LUT nd_cqt_gemv_lut_simd128
-#define CQT_GEMM_LUT nd_cqt_gemm_lut_simd128
+#define CQT_GEMM_LUT_TABLES nd_cqt_gemm_lut_tables_simd128
 #define CQT_GEMV_LUT_TABLES_RANGE nd_cqt_gemv_lut_tables_range_simd128
 #else
 #define CQT_GEMV_RANGE nd_cqt_gemv_range_ref
 #define CQT_GEMM nd_cqt_gemm_ref
-#define CQT_GEMV_LUT nd_cqt_gemv_lut_ref
-#define CQT_GEMM_LUT nd_cqt_gemm_lut_ref
+#define CQT_GEMM_LUT_TABLES nd_cqt_gemm_lut_tables_ref
 #define CQT_GEMV_LUT_TABLES_RANGE nd_cqt_gemv_lut_tables_range_ref
 #endif
 
@@ -237,7 +236,6 @@ typedef struct {
     const float *scales;
     float *y;
     uint32_t n, per;
-    int fast;
 } split_job;
 
 static uint32_t chunk_end(uint32_t c, uint32_t per, uint32_t total) {
@@ -257,47 +255,56 @@ static void gemv_lut_chunk(const void *p, uint32_t c) {
 static void gemm_chunk(const void *p, uint32_t c) {
     const split_job *j = p;
     uint32_t t0 = c * j->per, n = chunk_end(c, j->per, j->n) - t0;
-    const float *x = j->xr + (size_t)t0 * nd_cq_padded(j->m);
-    float *y = j->y + (size_t)t0 * j->m->rows;
-    if (j->fast) CQT_GEMM_LUT(j->m, x, n, y);
-    else CQT_GEMM(j->m, x, n, y);
+    CQT_GEMM(j->m, j->xr + (size_t)t0 * nd_cq_padded(j->m), n, j->y + (size_t)t0 * j->m->rows);
+}
+
+static void gemm_lut_chunk(const void *p, uint32_t c) {
+    const split_job *j = p;
+    uint32_t t0 = c * j->per, n = chunk_end(c, j->per, j->n) - t0;
+    CQT_GEMM_LUT_TABLES(j->m, j->tables + t0 * nd_cq_lut_bytes(j->m), j->scales + (size_t)t0 * j->m->groups, n,
+                        j->y + (size_t)t0 * j->m->rows);
 }
 
 static uint32_t chunks_of(uint32_t total, uint32_t per) { return (total + per - 1) / per; }
 
-/* Tiled rows of the GEMV or GEMM, split when worth it. */
-static void tiled_matmul(const nd_cq *m, const float *xr, uint32_t n, float *y, int fast) {
-    int split = m->tiles >= SPLIT_MIN_TILES && nd_threads() > 1;
-    split_job j = {.m = m, .xr = xr, .y = y, .n = n, .fast = fast};
-    if (n == 1 && fast) CQT_GEMV_LUT(m, xr, y); /* the bench's path; sessions share tables */
-    else if (n == 1 && split) j.per = SPLIT_TILES, nd_parallel(gemv_chunk, &j, chunks_of(m->tiles, j.per));
-    else if (n == 1) CQT_GEMV_RANGE(m, xr, y, 0, m->tiles);
-    else if (split) j.per = SPLIT_TOKENS, nd_parallel(gemm_chunk, &j, chunks_of(n, j.per));
-    else if (fast) CQT_GEMM_LUT(m, xr, n, y);
-    else CQT_GEMM(m, xr, n, y);
+static int worth_splitting(const nd_cq *m) { return m->tiles >= SPLIT_MIN_TILES && nd_threads() > 1; }
+
+/* The rows after the tiles, exact, for n activations. */
+static void tail_matmul(const nd_cq *m, const float *xr, uint32_t n, float *y) {
+    nd_cq tail = tail_view(m);
+    if (tail.rows)
+        for (uint32_t t = 0; t < n; t++)
+            nd_cq_gemv(&tail, xr + (size_t)t * nd_cq_padded(m), y + (size_t)t * m->rows + m->tiles * ND_CQ_TILE);
 }
 
-void nd_cq_matmul(const nd_cq *m, const float *xr, uint32_t n, float *y, int fast) {
+void nd_cq_matmul(const nd_cq *m, const float *xr, uint32_t n, float *y) {
     if (!m->tiles) {
         if (n == 1) nd_cq_gemv(m, xr, y);
         else nd_cq_gemm(m, xr, n, y);
         return;
     }
-    size_t padded = nd_cq_padded(m);
-    tiled_matmul(m, xr, n, y, fast);
-    nd_cq tail = tail_view(m);
-    if (tail.rows)
-        for (uint32_t t = 0; t < n; t++)
-            nd_cq_gemv(&tail, xr + t * padded, y + (size_t)t * m->rows + m->tiles * ND_CQ_TILE);
+    split_job j = {.m = m, .xr = xr, .y = y, .n = n};
+    if (!worth_splitting(m)) {
+        if (n == 1) CQT_GEMV_RANGE(m, xr, y, 0, m->tiles);
+        else CQT_GEMM(m, xr, n, y);
+    } else if (n == 1) {
+        j.per = SPLIT_TILES, nd_parallel(gemv_chunk, &j, chunks_of(m->tiles, j.per));
+    } else {
+        j.per = SPLIT_TOKENS, nd_parallel(gemm_chunk, &j, chunks_of(n, j.per));
+    }
+    tail_matmul(m, xr, n, y);
 }
 
-void nd_cq_matvec_lut(const nd_cq *m, const float *xr, const int8_t *tables, const float *scales, float *y) {
-    if (m->tiles >= SPLIT_MIN_TILES && nd_threads() > 1) {
-        split_job j = {.m = m, .tables = tables, .scales = scales, .y = y, .per = SPLIT_TILES};
-        nd_parallel(gemv_lut_chunk, &j, chunks_of(m->tiles, j.per));
+void nd_cq_matmul_lut(const nd_cq *m, const float *xr, uint32_t n, const int8_t *tables, const float *scales,
+                      float *y) {
+    split_job j = {.m = m, .tables = tables, .scales = scales, .y = y, .n = n};
+    if (!worth_splitting(m)) {
+        if (n == 1) CQT_GEMV_LUT_TABLES_RANGE(m, tables, scales, y, 0, m->tiles);
+        else CQT_GEMM_LUT_TABLES(m, tables, scales, n, y);
+    } else if (n == 1) {
+        j.per = SPLIT_TILES, nd_parallel(gemv_lut_chunk, &j, chunks_of(m->tiles, j.per));
     } else {
-        CQT_GEMV_LUT_TABLES_RANGE(m, tables, scales, y, 0, m->tiles);
+        j.per = SPLIT_TOKENS, nd_parallel(gemm_lut_chunk, &j, chunks_of(n, j.per));
     }
-    nd_cq tail = tail_view(m);
-    if (tail.rows) nd_cq_gemv(&tail, xr, y + m->tiles * ND_CQ_TILE);
+    tail_matmul(m, xr, n, y);
 }

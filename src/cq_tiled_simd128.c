@@ -284,17 +284,6 @@ INLINE void lut_group(const nd_cq *m, uint32_t g, const int8_t *tb, size_t tb_st
     }
 }
 
-void nd_cqt_gemv_lut_simd128(const nd_cq *m, const float *xr, float *y) {
-    _Alignas(16) int8_t tb[ND_CQ_MAX_GROUP * 16];
-    _Alignas(16) float xs[ND_CQ_MAX_GROUP];
-    float lmax = level_max(m);
-    memset(y, 0, (size_t)m->tiles * ND_CQ_TILE * sizeof(float));
-    for (uint32_t g = 0; g < m->groups; g++) {
-        float scale = tables(m, lmax, xr + (size_t)g * m->group, tb, xs);
-        lut_group(m, g, tb, 0, &scale, 1, y, 0, m->tiles);
-    }
-}
-
 void nd_cq_lut_build_simd128(const nd_cq *m, const float *xr, int8_t *tb, float *scales) {
     _Alignas(16) float xs[ND_CQ_MAX_GROUP];
     float lmax = level_max(m);
@@ -326,22 +315,24 @@ void nd_cqt_gemv_lut_tables_simd128(const nd_cq *m, const int8_t *tb, const floa
     nd_cqt_gemv_lut_tables_range_simd128(m, tb, scales, y, 0, m->tiles);
 }
 
-void nd_cqt_gemm_lut_simd128(const nd_cq *m, const float *xr, uint32_t n, float *y) {
-    _Alignas(16) int8_t tb[TOKENS][ND_CQ_MAX_GROUP * 16];
-    _Alignas(16) float xs[ND_CQ_MAX_GROUP];
-    float lmax = level_max(m);
-    size_t padded = nd_cq_padded(m);
+/* TOKENS activations per decoded code vector; per activation the same sums
+ * and order as nd_cqt_gemv_lut_tables_simd128. */
+void nd_cqt_gemm_lut_tables_simd128(const nd_cq *m, const int8_t *tb, const float *scales, uint32_t n,
+                                    float *y) {
+    size_t bytes = nd_cq_lut_bytes(m), step = (size_t)m->group * m->bits / 4 * 16;
     for (uint32_t t = 0; t < n; t++) memset(y + (size_t)t * m->rows, 0, (size_t)m->tiles * ND_CQ_TILE * sizeof(float));
     for (uint32_t t0 = 0; t0 < n; t0 += TOKENS) {
         uint32_t count = n - t0 < TOKENS ? n - t0 : TOKENS;
+        const int8_t *tb0 = tb + t0 * bytes;
+        const float *sc0 = scales + (size_t)t0 * m->groups;
         float *yt = y + (size_t)t0 * m->rows;
         for (uint32_t g = 0; g < m->groups; g++) {
             float scale[TOKENS];
-            for (uint32_t k = 0; k < count; k++)
-                scale[k] = tables(m, lmax, xr + (t0 + k) * padded + (size_t)g * m->group, tb[k], xs);
+            for (uint32_t k = 0; k < count; k++) scale[k] = sc0[(size_t)k * m->groups + g];
             /* Constant token counts, so each copy of the loop keeps its sums in registers. */
-            if (count == TOKENS) lut_group(m, g, tb[0], sizeof tb[0], scale, TOKENS, yt, 0, m->tiles);
-            else for (uint32_t k = 0; k < count; k++) lut_group(m, g, tb[k], 0, &scale[k], 1, yt + (size_t)k * m->rows, 0, m->tiles);
+            if (count == TOKENS) lut_group(m, g, tb0 + g * step, bytes, scale, TOKENS, yt, 0, m->tiles);
+            else for (uint32_t k = 0; k < count; k++)
+                lut_group(m, g, tb0 + k * bytes + g * step, 0, &scale[k], 1, yt + (size_t)k * m->rows, 0, m->tiles);
         }
     }
 }

@@ -61,7 +61,7 @@ struct needle_session {
     /* scratch, one allocation: see session_scratch() */
     float *buf, *x, *nx, *xr, *mpre, *mpost, *mres, *u, *bx, *h, *a, *ek, *ev;
     float *q, *gt, *o, *k, *v, *e, *keep, *rope, *tmp, *z;
-    float *lut, *lut_scale;       /* int8 tables of s->xr (16 bytes a float) and their scales */
+    float *lut, *lut_scale;       /* [chunk] int8 tables of s->xr (nd_cq_lut_bytes each) and their scales */
     const nd_cq *lut_of;          /* the matrix they were built for, NULL: none for this xr */
     float *a8;                    /* [chunk] s->xr quantised for nd_cq_a8_gemv (a float a column) */
     const nd_cq *a8_of;           /* the matrix it was quantised for, NULL: none for this xr */
@@ -213,12 +213,19 @@ static void matmul_a8(needle_session *s, const nd_cq *m, uint32_t T, float *y) {
     nd_parallel(a8_position, &job, T);
 }
 
+static void lut_position(const void *ctx, uint32_t t) {
+    const position_job *j = ctx;
+    needle_session *s = j->s;
+    nd_cq_lut_build(j->m, s->xr + (size_t)t * nd_cq_padded(j->m), (int8_t *)s->lut + t * nd_cq_lut_bytes(j->m),
+                    s->lut_scale + (size_t)t * j->m->groups);
+}
+
 /* y[T][m->rows] = m x[t] for T activations at stride `stride`. The rotation
  * into s->xr is skipped when `prev` (the matrix last rotated for, over the
  * same x) has the same group and width, so q/k/v/gate share one rotation;
- * in fast mode one decoded token also shares the int8 tables of that
- * rotation between matrices with the same levels (building them costs about
- * a third of a 512-row GEMV). */
+ * in fast mode they also share the int8 tables of each position between
+ * matrices with the same levels (building them costs about a third of a
+ * 512-row GEMV). */
 static const nd_cq *matmul(needle_session *s, const nd_cq *m, const nd_cq *prev, const float *x,
                            size_t stride, uint32_t T, float *y) {
     if (!prev || prev->group != m->group || prev->cols != m->cols) {
@@ -233,17 +240,16 @@ static const nd_cq *matmul(needle_session *s, const nd_cq *m, const nd_cq *prev,
     }
     /* Fast mode: int8 tables on tiled matrices (the loader tiles those of 8
      * tiles or more, where building the tables pays). */
-    int fast = !s->exact && m->tiles;
-    if (!fast || T != 1) {
-        nd_cq_matmul(m, s->xr, T, y, fast);
+    if (s->exact || !m->tiles) {
+        nd_cq_matmul(m, s->xr, T, y);
         return m;
     }
-    int8_t *tables = (int8_t *)s->lut;
     if (!s->lut_of || !nd_cq_lut_shared(s->lut_of, m)) {
-        nd_cq_lut_build(m, s->xr, tables, s->lut_scale);
+        position_job job = {s, m, NULL, 0, NULL, 0};
+        nd_parallel(lut_position, &job, T);
         s->lut_of = m;
     }
-    nd_cq_matvec_lut(m, s->xr, tables, s->lut_scale, y);
+    nd_cq_matmul_lut(m, s->xr, T, (const int8_t *)s->lut, s->lut_scale, y);
     return m;
 }
 
@@ -886,18 +892,24 @@ static int add_size(size_t *total, uint64_t count) {
     return 1;
 }
 
-static uint32_t widest_input(const needle_model *m) {
+static void widen(uint32_t *w, const nd_cq *c, int tiled_only) {
+    if ((c->tiles || !tiled_only) && nd_cq_padded(c) > *w) *w = nd_cq_padded(c);
+}
+
+/* The widest padded input of the matrices a forward pass multiplies (of the
+ * tiled ones only: tiled_only). */
+static uint32_t widest_input(const needle_model *m, int tiled_only) {
     const nd_geometry *g = &m->archive.geometry;
-    uint32_t w = nd_cq_padded(&m->embedding);
+    uint32_t w = 0;
+    widen(&w, &m->embedding, tiled_only);
     for (uint32_t i = 0; i < g->layers; i++) {
         const nd_layer *l = &m->layers[i];
         const nd_cq *all[] = {&l->q, &l->k, &l->v, &l->gate, &l->out, &l->phi_pre, &l->phi_post, &l->phi_res};
-        for (size_t j = 0; j < sizeof all / sizeof *all; j++)
-            if (nd_cq_padded(all[j]) > w) w = nd_cq_padded(all[j]);
+        for (size_t j = 0; j < sizeof all / sizeof *all; j++) widen(&w, all[j], tiled_only);
     }
-    for (uint32_t s = 0; s < g->site_count; s++) {
-        if (nd_cq_padded(&m->sites[s].key) > w) w = nd_cq_padded(&m->sites[s].key);
-        if (nd_cq_padded(&m->sites[s].value) > w) w = nd_cq_padded(&m->sites[s].value);
+    for (uint32_t i = 0; i < g->site_count; i++) {
+        widen(&w, &m->sites[i].key, tiled_only);
+        widen(&w, &m->sites[i].value, tiled_only);
     }
     return w;
 }
@@ -914,11 +926,11 @@ static int session_scratch(needle_session *s, needle_error *err) {
     float **ptr[] = {&s->x, &s->nx, &s->xr, &s->mpre, &s->mpost, &s->mres, &s->u, &s->bx, &s->h,
                      &s->a, &s->ek, &s->ev, &s->q, &s->gt, &s->o, &s->k, &s->v, &s->e,
                      &s->keep, &s->rope, &s->tmp, &s->lut, &s->lut_scale, &s->a8, &s->z};
-    /* one activation's int8 tables: bits/4 codes a column, 16 bytes each, so at most 16 bytes a column */
-    uint64_t wide = widest_input(m);
+    /* int8 tables of a position: bits/4 codes a column, 16 bytes each, so at most 16 bytes a column */
+    uint64_t wide = widest_input(m, 0), tiled = widest_input(m, 1);
     uint64_t len[] = {B * nd, B * nd, B * wide, B * n, B * n, B * n * n, B * d, B * d,
                       B * d, B * d, B * d, B * d, B * qw, B * qw, B * qw, B * kw, B * kw,
-                      B * width, B * tb, B * g->head_dim, tmp, wide * 16 / sizeof(float), wide, B * wide, B * g->hadamard_dim};
+                      B * width, B * tb, B * g->head_dim, tmp, B * tiled * 16 / sizeof(float), B * tiled, B * wide, B * g->hadamard_dim};
     size_t total = 0;
     for (size_t i = 0; i < sizeof len / sizeof *len; i++)
         if (!add_size(&total, len[i])) return nd_fail(err, NEEDLE_E_NOMEM, "session scratch overflows");

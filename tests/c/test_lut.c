@@ -50,8 +50,8 @@ static pair make_pair(uint64_t *s, uint32_t marker, uint32_t group, uint32_t row
     p.t = *m;
     p.t.packed = p.b, p.t.norms = p.b + packed;
     CHECK(nd_cq_repack(&p.t, p.b, p.b + packed) == 0, "repack failed");
-    p.xr = malloc((size_t)4 * padded * sizeof(float));
-    for (size_t i = 0; i < (size_t)4 * padded; i++) p.xr[i] = (float)(2 * rng_unit(s) - 1);
+    p.xr = malloc((size_t)5 * padded * sizeof(float)); /* five activations */
+    for (size_t i = 0; i < (size_t)5 * padded; i++) p.xr[i] = (float)(2 * rng_unit(s) - 1);
     return p;
 }
 
@@ -98,7 +98,7 @@ static void test_exact_matches_reference(void) {
         uint32_t rows = p.m.rows, tr = p.t.tiles * 16, pad = nd_cq_padded(&p.m);
         float *want = malloc(3 * rows * sizeof(float)), *tail = malloc(rows * sizeof(float));
         float *got = malloc(3 * rows * sizeof(float)), *one = malloc(rows * sizeof(float));
-        nd_cq_matmul(&p.t, p.xr, 3, got, 0);
+        nd_cq_matmul(&p.t, p.xr, 3, got);
         int ok = 1;
         if (!p.t.tiles) { /* untouched: the archive kernels, as before */
             float *g2 = malloc(3 * rows * sizeof(float));
@@ -115,7 +115,7 @@ static void test_exact_matches_reference(void) {
             }
         }
         if (p.t.tiles) {
-            nd_cq_matmul(&p.t, p.xr, 1, one, 0);
+            nd_cq_matmul(&p.t, p.xr, 1, one);
             ok &= same_bits(one, got, rows);
             nd_cqt_gemv_ref(&p.t, p.xr, one);
             ok &= same_bits(one, want, tr);
@@ -170,29 +170,38 @@ static void test_lut_error_bound(void) {
     CHECK(rel < 0.02 && rel > 0, "rms relative error %g", rel);
 }
 
-/* The batched table kernel is the single one per activation; zero x gives 0. */
+/* Tables of n activations built one after the other, then the batched table
+ * product: each activation gets the single-activation kernel's bits (tail
+ * rows: the exact kernel's); zero x gives 0. */
 static void test_lut_gemm_and_zero(void) {
     uint64_t s = 14;
     FOR_SHAPES {
         pair p = make_pair(&s, SHAPE);
         if (!p.t.tiles) { free_pair(&p); continue; }
         uint32_t rows = p.m.rows, tr = p.t.tiles * 16, pad = nd_cq_padded(&p.m);
-        float *y = malloc(4 * rows * sizeof(float)), *one = malloc(rows * sizeof(float));
+        size_t bytes = nd_cq_lut_bytes(&p.t);
+        int8_t *tb = malloc(5 * bytes);
+        float *sc = malloc(5 * p.t.groups * sizeof(float));
+        float *y = malloc(5 * rows * sizeof(float)), *one = malloc(rows * sizeof(float));
         int ok = 1;
-        for (uint32_t n = 1; n <= 4; n++) {
-            nd_cq_matmul(&p.t, p.xr, n, y, 1);
+        for (uint32_t k = 0; k < 5; k++) nd_cq_lut_build(&p.t, p.xr + k * pad, tb + k * bytes, sc + k * p.t.groups);
+        for (uint32_t n = 1; n <= 5; n++) {
+            nd_cq_matmul_lut(&p.t, p.xr, n, tb, sc, y);
             for (uint32_t k = 0; k < n; k++) {
                 nd_cqt_gemv_lut_ref(&p.t, p.xr + k * pad, one);
                 ok &= same_bits(y + k * rows, one, tr);
+                nd_cq_matmul(&p.t, p.xr + k * pad, 1, one);
+                ok &= same_bits(y + k * rows + tr, one + tr, rows - tr);
             }
         }
         CHECK(ok, "bits %u group %u rows %u: batched tables differ", p.m.bits, p.m.group, rows);
         memset(p.xr, 0, pad * sizeof(float));
-        nd_cq_matmul(&p.t, p.xr, 1, y, 1);
+        nd_cq_lut_build(&p.t, p.xr, tb, sc);
+        nd_cq_matmul_lut(&p.t, p.xr, 1, tb, sc, y);
         float zero = 0;
         for (uint32_t r = 0; r < rows; r++) zero = fmaxf(zero, fabsf(y[r]));
         CHECK(zero == 0, "zero activation gives %g", zero);
-        free(y), free(one);
+        free(tb), free(sc), free(y), free(one);
         free_pair(&p);
     }
 }
@@ -219,10 +228,10 @@ static void test_lut_split_matches_fused(void) {
         nd_cqt_gemv_lut_ref(&p.t, p.xr, a);
         nd_cqt_gemv_lut_tables_ref(&p.t, tb, sc, b);
         int ok = same_bits(a, b, tr);
-        nd_cq_lut_build(&p.m, p.xr + nd_cq_padded(&p.m), tb, sc); /* the dispatching pair */
-        nd_cq_matmul(&p.t, p.xr + nd_cq_padded(&p.m), 1, a, 1);
-        nd_cq_matvec_lut(&p.t, p.xr + nd_cq_padded(&p.m), tb, sc, b);
-        ok &= same_bits(a, b, rows);
+        nd_cq_lut_build(&p.m, p.xr + nd_cq_padded(&p.m), tb, sc); /* the dispatching one */
+        nd_cqt_gemv_lut_ref(&p.t, p.xr + nd_cq_padded(&p.m), a);
+        nd_cq_matmul_lut(&p.t, p.xr + nd_cq_padded(&p.m), 1, tb, sc, b);
+        ok &= same_bits(a, b, tr);
         CHECK(ok, "bits %u group %u rows %u: split tables differ from fused", p.m.bits, p.m.group, rows);
         free(tb), free(sc), free(a), free(b);
         free_pair(&p);
@@ -251,7 +260,7 @@ static void test_gather(void) {
 }
 
 #ifdef ND_SIMD128
-/* Each simd128 kernel against its scalar twin, bit for bit, with 4 batched
+/* Each simd128 kernel against its scalar twin, bit for bit, with up to 5 batched
  * activations plus odd batch sizes. */
 static void test_simd_twins(void) {
     uint64_t s = 16;
@@ -259,29 +268,31 @@ static void test_simd_twins(void) {
         pair p = make_pair(&s, SHAPE);
         if (!p.t.tiles) { free_pair(&p); continue; }
         uint32_t rows = p.m.rows, tr = p.t.tiles * 16, pad = nd_cq_padded(&p.m);
-        float *a = malloc(4 * rows * sizeof(float)), *b = malloc(4 * rows * sizeof(float));
+        float *a = malloc(5 * rows * sizeof(float)), *b = malloc(5 * rows * sizeof(float));
         nd_cqt_gemv_ref(&p.t, p.xr, a);
         nd_cqt_gemv_simd128(&p.t, p.xr, b);
         int ok = same_bits(a, b, tr);
-        nd_cqt_gemv_lut_ref(&p.t, p.xr, a);
-        nd_cqt_gemv_lut_simd128(&p.t, p.xr, b);
-        ok &= same_bits(a, b, tr);
         for (uint32_t n = 2; n <= 4; n++) {
             nd_cqt_gemm_ref(&p.t, p.xr, n, a);
             nd_cqt_gemm_simd128(&p.t, p.xr, n, b);
             for (uint32_t k = 0; k < n; k++) ok &= same_bits(a + k * rows, b + k * rows, tr);
-            nd_cqt_gemm_lut_ref(&p.t, p.xr, n, a);
-            nd_cqt_gemm_lut_simd128(&p.t, p.xr, n, b);
-            for (uint32_t k = 0; k < n; k++) ok &= same_bits(a + k * rows, b + k * rows, tr);
         }
-        int8_t *ta = malloc(nd_cq_lut_bytes(&p.t)), *tbs = malloc(nd_cq_lut_bytes(&p.t));
-        float *sa = malloc(p.t.groups * sizeof(float)), *sb = malloc(p.t.groups * sizeof(float));
-        nd_cq_lut_build_ref(&p.t, p.xr + pad, ta, sa);
-        nd_cq_lut_build_simd128(&p.t, p.xr + pad, tbs, sb);
-        ok &= memcmp(ta, tbs, nd_cq_lut_bytes(&p.t)) == 0 && same_bits(sa, sb, p.t.groups);
+        size_t bytes = nd_cq_lut_bytes(&p.t);
+        int8_t *ta = malloc(5 * bytes), *tbs = malloc(5 * bytes);
+        float *sa = malloc(5 * p.t.groups * sizeof(float)), *sb = malloc(5 * p.t.groups * sizeof(float));
+        for (uint32_t k = 0; k < 5; k++) {
+            nd_cq_lut_build_ref(&p.t, p.xr + k * pad, ta + k * bytes, sa + k * p.t.groups);
+            nd_cq_lut_build_simd128(&p.t, p.xr + k * pad, tbs + k * bytes, sb + k * p.t.groups);
+        }
+        ok &= memcmp(ta, tbs, 5 * bytes) == 0 && same_bits(sa, sb, 5 * p.t.groups);
         nd_cqt_gemv_lut_tables_ref(&p.t, ta, sa, a);
         nd_cqt_gemv_lut_tables_simd128(&p.t, ta, sa, b);
         ok &= same_bits(a, b, tr);
+        for (uint32_t n = 2; n <= 5; n++) {
+            nd_cqt_gemm_lut_tables_ref(&p.t, ta, sa, n, a);
+            nd_cqt_gemm_lut_tables_simd128(&p.t, ta, sa, n, b);
+            for (uint32_t k = 0; k < n; k++) ok &= same_bits(a + k * rows, b + k * rows, tr);
+        }
         free(ta), free(tbs), free(sa), free(sb);
         CHECK(ok, "bits %u group %u rows %u cols %u: simd128 differs", p.m.bits, p.m.group, rows, p.m.cols);
         free(a), free(b);
