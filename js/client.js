@@ -61,6 +61,7 @@ export class WorkerModel {
     model.source = model.info.source;
     model.vocabulary = model.info.vocabulary;
     model.ids = model.info.ids;
+    model.threads = model.info.threads;
     return model;
   }
 

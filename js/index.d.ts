@@ -267,6 +267,8 @@ export interface WorkerModel {
   readonly vocabulary: number;
   readonly ids: SpecialIds;
   readonly source: LoadReport;
+  /** Threads the engine in the worker runs on, and why not more (null: as many as asked). */
+  readonly threads: { count: number; reason: string | null };
   /** wasm memory of the worker's engine as of its last reply, in bytes. */
   readonly memory: { bytes: number; peak: number };
   readonly peakMemoryBytes: number;

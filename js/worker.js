@@ -34,7 +34,7 @@ const calls = {
   tokenize: (text) => needModel().tokenize(text),
   detokenize: (ids) => needModel().detokenize(ids),
   logits: (ids, options) => needModel().logits(ids, options),
-  info: () => ({ source: needModel().source, vocabulary: model.vocabulary, ids: model.ids }),
+  info: () => ({ source: needModel().source, vocabulary: model.vocabulary, ids: model.ids, threads: model.threads }),
 };
 
 async function load({ id, source, options }) {

@@ -79,6 +79,7 @@ test('a worker model loads with progress and answers like the in-thread model', 
     const remote = await collect(model.generate(PROMPT, GREEDY));
     assert.deepEqual(remote, await collect(local.generate(PROMPT, GREEDY)));
     assert.ok(model.peakMemoryBytes > 0);
+    assert.deepEqual(model.threads, local.threads, 'the worker plans threads as this thread does');
   } finally {
     await model.free();
   }
@@ -111,8 +112,9 @@ test('worker errors reject with the engine code and the worker stack', async () 
   await assert.rejects(loadModel(new Blob([corrupt]), { worker: true }),
     (e) => e instanceof NeedleError && e.code === STATUS.FORMAT && /tag/.test(e.message) && /needle worker/.test(e.stack));
   await assert.rejects(loadModel(join(dir, 'absent.cact'), { worker: true }), (e) => e.code === 'READ');
-  const model = await loadModel(readFileSync(path), { worker: true, transfer: true });
+  const model = await loadModel(readFileSync(path), { worker: true, transfer: true, threads: 1 });
   try {
+    assert.deepEqual(model.threads, { count: 1, reason: 'one thread was requested' });
     await assert.rejects(model.logits([1e9]), (e) => e instanceof NeedleError && typeof e.code === 'number');
   } finally {
     await model.free();
