@@ -13,12 +13,15 @@ int nd_cq_a8_shared(const nd_cq *a, const nd_cq *b) {
     return a->group == b->group && a->groups == b->groups && a->bits == b->bits;
 }
 
-size_t nd_cq_a8_bytes(const nd_cq *m) { return nd_cq_padded(m) + (size_t)m->groups * sizeof(float); }
+size_t nd_cq_a8_bytes(const nd_cq *m) {
+    return nd_cq_padded(m) * sizeof(int16_t) + (size_t)m->groups * (sizeof(float) + sizeof(int32_t));
+}
 
-/* Round half to even, clamped to the int8 range the kernels assume. */
-static int8_t to_int8(float v) {
+/* Round half to even, clamped to the range the kernels assume; NaN is 0. */
+static int to_int8(float v) {
+    if (v != v) return 0;
     float r = rintf(v);
-    return (int8_t)(r > 127.0f ? 127.0f : r < -127.0f ? -127.0f : r);
+    return (int)(r > 127.0f ? 127.0f : r < -127.0f ? -127.0f : r);
 }
 
 float nd_cq_a8_levels(const nd_cq *m, int8_t lq[16]) {
@@ -27,7 +30,7 @@ float nd_cq_a8_levels(const nd_cq *m, int8_t lq[16]) {
     memset(lq, 0, 16);
     if (!(lmax > 0.0f)) return 0.0f;
     float inv = 127.0f / lmax;
-    for (uint32_t e = 0; e < (1u << m->bits); e++) lq[e] = to_int8(m->levels[e] * inv);
+    for (uint32_t e = 0; e < (1u << m->bits); e++) lq[e] = (int8_t)to_int8(m->levels[e] * inv);
     return lmax / 127.0f;
 }
 
@@ -36,27 +39,34 @@ static uint32_t column_of(const nd_cq *m, uint32_t v, uint32_t i, uint32_t j) {
     return (16 * v + i) * (8 / m->bits) + j;
 }
 
-void nd_cq_a8_quantise_ref(const nd_cq *m, const float *xr, void *q) {
-    int8_t *xq = q;
-    float *scales = (float *)(xq + nd_cq_padded(m));
+void nd_cq_a8_quantise_group(const nd_cq *m, const float *x, int16_t *out, float *scale, int32_t *sum) {
     uint32_t per = 8 / m->bits, vectors = m->group * m->bits / 128;
-    for (uint32_t g = 0; g < m->groups; g++) {
-        const float *x = xr + (size_t)g * m->group;
-        int8_t *out = xq + (size_t)g * m->group;
-        float amax = 0.0f;
-        for (uint32_t k = 0; k < m->group; k++) amax = fmaxf(amax, fabsf(x[k]));
-        float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-        for (uint32_t v = 0; v < vectors; v++)
-            for (uint32_t j = 0; j < per; j++)
-                for (uint32_t i = 0; i < 16; i++)
-                    out[(v * per + j) * 16 + i] = to_int8(x[column_of(m, v, i, j)] * inv);
-        float scale = amax / 127.0f;
-        memcpy(scales + g, &scale, sizeof scale);
-    }
+    float amax = 0.0f;
+    for (uint32_t k = 0; k < m->group; k++) amax = fmaxf(amax, fabsf(x[k]));
+    float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    int32_t total = 0;
+    for (uint32_t v = 0; v < vectors; v++)
+        for (uint32_t j = 0; j < per; j++)
+            for (uint32_t i = 0; i < 16; i++) {
+                int q8 = to_int8(x[column_of(m, v, i, j)] * inv);
+                out[(v * per + j) * 16 + i] = (int16_t)q8;
+                total += q8;
+            }
+    *scale = amax / 127.0f;
+    *sum = total;
+}
+
+void nd_cq_a8_quantise_ref(const nd_cq *m, const float *xr, void *q) {
+    int16_t *xq = q;
+    float *scales = (float *)(xq + nd_cq_padded(m));
+    int32_t *sums = (int32_t *)(scales + m->groups);
+    for (uint32_t g = 0; g < m->groups; g++)
+        nd_cq_a8_quantise_group(m, xr + (size_t)g * m->group, xq + (size_t)g * m->group, scales + g, sums + g);
 }
 
 void nd_cq_a8_gemv_ref(const nd_cq *m, const void *q, float *y) {
-    const int8_t *xq = q;
+    const int16_t *xq = q;
+    const float *scales = nd_cq_a8_scales(m, q);
     int8_t lq[16];
     float lscale = nd_cq_a8_levels(m, lq);
     uint32_t per = 8 / m->bits, vectors = m->group * m->bits / 128, mask = (1u << m->bits) - 1;
@@ -65,16 +75,14 @@ void nd_cq_a8_gemv_ref(const nd_cq *m, const void *q, float *y) {
         float acc = 0.0f;
         for (uint32_t g = 0; g < m->groups; g++) {
             const uint8_t *bytes = row + (size_t)g * vectors * 16;
-            const int8_t *x = xq + (size_t)g * m->group;
+            const int16_t *x = xq + (size_t)g * m->group;
             int32_t sum = 0;
             for (uint32_t v = 0; v < vectors; v++)
                 for (uint32_t j = 0; j < per; j++)
                     for (uint32_t i = 0; i < 16; i++)
                         sum += lq[(bytes[v * 16 + i] >> (j * m->bits)) & mask] * x[(v * per + j) * 16 + i];
-            float xs;
-            memcpy(&xs, xq + nd_cq_padded(m) + g * sizeof(float), sizeof xs);
             float norm = nd_load_fp16(m->norms + 2 * ((size_t)r * m->groups + g));
-            acc += (norm * (xs * lscale)) * (float)sum;
+            acc += (norm * (scales[g] * lscale)) * (float)sum;
         }
         y[r] = acc;
     }

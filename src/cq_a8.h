@@ -3,9 +3,10 @@
  * of 2,048 columns), where the int8 tables of the tiled kernels cost more to
  * build than the product they serve.
  *
- * Both sides become int8 and a dot product is exact in integers:
+ * Both sides become 8-bit integers and a dot product is exact in integers:
  * - the activation, rotated (nd_cq_rotate), per group g:
- *   scale_g = max|x| / 127, q = round half to even(x * (127 / max|x|));
+ *   scale_g = max|x| / 127, q = round half to even(x * (127 / max|x|)),
+ *   clamped to [-127, 127] (a NaN, from a NaN or infinite activation, is 0);
  * - the levels, once per matrix: lq = round half to even(level * 127 / lmax),
  *   scale = lmax / 127, lmax the largest |level|;
  * - y[r] = sum over groups, ascending from 0, of
@@ -13,12 +14,19 @@
  * The error is the two roundings: at most half a step of each scale per
  * weight and activation.
  *
- * The quantised activation is stored in the order the SIMD kernel reads
- * it, so it is built once and shared by every matrix of the same width,
- * group and bits (nd_cq_a8_shared). For a row's 16-byte vector v of group g
- * and index slot j of each byte (bits 4: the low then the high nibble; bits
- * 2: four crumbs from the low bits), lane i is the activation of column
- * g * group + (16 v + i) * (8 / bits) + j.
+ * The quantised activation (nd_cq_a8_bytes) is stored in the order the SIMD
+ * kernel reads it, so it is built once per position and shared by every
+ * matrix of the same width, group and bits (nd_cq_a8_shared):
+ * - padded int16 activations, widened once here rather than once per row by
+ *   the kernel. A row's group is read as 16-byte vectors v, each byte holding
+ *   8 / bits indices (bits 4: the low then the high nibble; bits 2: four
+ *   crumbs from the low bits); index slot j of vector v is one block of 16
+ *   int16 at g * group + (v * 8 / bits + j) * 16, whose element i is the
+ *   activation of byte i's index j: column g * group + (16 v + i) * (8 / bits) + j;
+ * - groups float scales (scale_g);
+ * - groups int32 sums of the group's q: the kernel looks up lq + 128, which
+ *   is unsigned and widens with a zero extension, and takes 128 times the
+ *   sum back off.
  *
  * The _ref functions are the specification; their _simd128 twins give the
  * same bits. */
@@ -33,10 +41,12 @@ int nd_cq_a8_fits(const nd_cq *m);
 /* Whether an activation quantised for a serves b. */
 int nd_cq_a8_shared(const nd_cq *a, const nd_cq *b);
 
-/* Bytes of one quantised activation of m: padded width, plus groups floats. */
+/* Bytes of one quantised activation of m: padded int16, then groups floats
+ * and groups int32 (at most 4 bytes a column: groups are 32 columns or more). */
 size_t nd_cq_a8_bytes(const nd_cq *m);
 
-/* Quantises the rotated activation xr[padded] of m into q (nd_cq_a8_bytes). */
+/* Quantises the rotated activation xr[padded] of m into q (nd_cq_a8_bytes,
+ * 4-byte aligned). */
 void nd_cq_a8_quantise_ref(const nd_cq *m, const float *xr, void *q);
 
 /* y[rows] = W x from the quantised activation. */
@@ -53,5 +63,19 @@ void nd_cq_a8_gemv_simd128(const nd_cq *m, const void *q, float *y);
 
 /* The int8 levels of m and their scale (shared by both kernels). */
 float nd_cq_a8_levels(const nd_cq *m, int8_t lq[16]);
+
+/* One group of nd_cq_a8_quantise_ref: x[group] into out[group] in the
+ * layout's order, its scale and the sum of its values. The SIMD quantiser
+ * calls it for the groups its fast path does not take (infinite or NaN
+ * activations, a maximum so small that 127 / max overflows). */
+void nd_cq_a8_quantise_group(const nd_cq *m, const float *x, int16_t *out, float *scale, int32_t *sum);
+
+/* Where the group scales and the group sums of a quantised activation start. */
+static inline const float *nd_cq_a8_scales(const nd_cq *m, const void *q) {
+    return (const float *)((const int16_t *)q + nd_cq_padded(m));
+}
+static inline const int32_t *nd_cq_a8_sums(const nd_cq *m, const void *q) {
+    return (const int32_t *)(nd_cq_a8_scales(m, q) + m->groups);
+}
 
 #endif

@@ -1,143 +1,194 @@
-/* cq_a8_simd128.c: the SIMD128 twin of nd_cq_a8_gemv_ref (cq_a8.c), the same
- * bits. Per 16-byte vector of a row and index slot, one i8x16.swizzle of the
- * int8 levels gives 16 weights; i16x8.extmul multiplies them with the 16
- * activations the quantiser stored in that slot's order. The two halves'
- * products (each at most 127 * 127) are added in i16 without overflow, then
- * widened pairwise into i32 sums. Four rows share each activation load; their four
- * sums are transposed into one vector at the end of a group. */
+/* cq_a8_simd128.c: the SIMD128 twins of nd_cq_a8_quantise_ref and
+ * nd_cq_a8_gemv_ref (cq_a8.c), the same bits.
+ *
+ * The kernel: per 16-byte vector of a row and index slot, one i8x16.swizzle
+ * of the levels plus 128 (1..255, unsigned) gives 16 weights; zero-extended
+ * to i16 (a vpmovzxbw and a vpunpckhbw on x64), i32x4.dot_i16x8_s (one
+ * pmaddwd) multiplies them with the 16 activations the quantiser stored,
+ * already int16, in that order. 128 times the group's activation sum is
+ * taken back off once per group. Four rows share each activation load; their
+ * four i32 sums are transposed into one vector per group, and the float
+ * combination runs on the four rows at once, lane by lane the reference's
+ * operations in its order. */
 #ifdef ND_SIMD128
+#include <math.h>
 #include <string.h>
 #include <wasm_simd128.h>
 #include "cq_a8.h"
-#include "fp16.h"
 
 #define INLINE static inline __attribute__((always_inline))
 
-/* i32x4 sums of w * x over 16 int8 lanes (four products a lane). */
-INLINE v128_t mul16(v128_t w, v128_t x) {
-    return wasm_i32x4_extadd_pairwise_i16x8(
-        wasm_i16x8_add(wasm_i16x8_extmul_low_i8x16(w, x), wasm_i16x8_extmul_high_i8x16(w, x)));
+/* acc + the dot of the 16 unsigned bytes u with the 16 int16 at x. */
+INLINE v128_t dot16(v128_t acc, v128_t u, const int16_t *x) {
+    acc = wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(wasm_u16x8_extend_low_u8x16(u), wasm_v128_load(x)));
+    return wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(wasm_u16x8_extend_high_u8x16(u), wasm_v128_load(x + 8)));
 }
 
-/* Integer dot of one row's group (vectors of 16 bytes) with the activation. */
-INLINE v128_t group_dot(const uint8_t *bytes, const int8_t *x, uint32_t vectors, uint32_t bits, v128_t lq) {
-    v128_t acc = wasm_i32x4_splat(0);
-    if (bits == 4) {
-        const v128_t m15 = wasm_i8x16_splat(15);
-        for (uint32_t v = 0; v < vectors; v++, x += 32) {
-            v128_t b = wasm_v128_load(bytes + 16 * v);
-            v128_t lo = wasm_i8x16_swizzle(lq, wasm_v128_and(b, m15));
-            v128_t hi = wasm_i8x16_swizzle(lq, wasm_v128_and(wasm_u16x8_shr(b, 4), m15));
-            acc = wasm_i32x4_add(acc, wasm_i32x4_add(mul16(lo, wasm_v128_load(x)), mul16(hi, wasm_v128_load(x + 16))));
-        }
-    } else {
-        const v128_t m3 = wasm_i8x16_splat(3);
-        for (uint32_t v = 0; v < vectors; v++, x += 64) {
-            v128_t b = wasm_v128_load(bytes + 16 * v);
-            v128_t w0 = wasm_i8x16_swizzle(lq, wasm_v128_and(b, m3));
-            v128_t w1 = wasm_i8x16_swizzle(lq, wasm_v128_and(wasm_u16x8_shr(b, 2), m3));
-            v128_t w2 = wasm_i8x16_swizzle(lq, wasm_v128_and(wasm_u16x8_shr(b, 4), m3));
-            v128_t w3 = wasm_i8x16_swizzle(lq, wasm_v128_and(wasm_u16x8_shr(b, 6), m3));
-            v128_t p01 = wasm_i32x4_add(mul16(w0, wasm_v128_load(x)), mul16(w1, wasm_v128_load(x + 16)));
-            v128_t p23 = wasm_i32x4_add(mul16(w2, wasm_v128_load(x + 32)), mul16(w3, wasm_v128_load(x + 48)));
-            acc = wasm_i32x4_add(acc, wasm_i32x4_add(p01, p23));
-        }
-    }
+/* acc + one row's 16-byte vector (8 / bits index slots) against the 8 * 16 /
+ * bits activations at x. bits is a constant after inlining. */
+INLINE v128_t vector_dot(v128_t acc, v128_t bytes, const int16_t *x, uint32_t bits, v128_t lu) {
+    const v128_t mask = wasm_i8x16_splat((int8_t)((1 << bits) - 1));
+    acc = dot16(acc, wasm_i8x16_swizzle(lu, wasm_v128_and(bytes, mask)), x);
+    for (uint32_t j = 1; j < 8 / bits; j++)
+        acc = dot16(acc, wasm_i8x16_swizzle(lu, wasm_v128_and(wasm_u16x8_shr(bytes, j * bits), mask)), x + 16 * j);
     return acc;
 }
 
 /* (sum a, sum b, sum c, sum d) of four i32x4. */
-INLINE v128_t reduce4(v128_t a, v128_t b, v128_t c, v128_t d) {
-    v128_t ab = wasm_i32x4_add(wasm_i32x4_shuffle(a, b, 0, 4, 1, 5), wasm_i32x4_shuffle(a, b, 2, 6, 3, 7));
-    v128_t cd = wasm_i32x4_add(wasm_i32x4_shuffle(c, d, 0, 4, 1, 5), wasm_i32x4_shuffle(c, d, 2, 6, 3, 7));
+INLINE v128_t reduce4(const v128_t s[4]) {
+    v128_t ab = wasm_i32x4_add(wasm_i32x4_shuffle(s[0], s[1], 0, 4, 1, 5), wasm_i32x4_shuffle(s[0], s[1], 2, 6, 3, 7));
+    v128_t cd = wasm_i32x4_add(wasm_i32x4_shuffle(s[2], s[3], 0, 4, 1, 5), wasm_i32x4_shuffle(s[2], s[3], 2, 6, 3, 7));
     return wasm_i32x4_add(wasm_i32x4_shuffle(ab, cd, 0, 1, 4, 5), wasm_i32x4_shuffle(ab, cd, 2, 3, 6, 7));
 }
 
+/* Four fp16 values as f32, exactly as nd_fp16_to_f32: the magnitude bits
+ * shifted into place and scaled by 2^112 (exact for normal and subnormal
+ * halves), infinities and NaNs rebuilt, then the sign. */
+INLINE v128_t fp16x4(const uint8_t *const p[4]) {
+    v128_t h = wasm_i32x4_splat(0);
+    h = wasm_v128_load16_lane(p[0], h, 0);
+    h = wasm_v128_load16_lane(p[1], h, 2);
+    h = wasm_v128_load16_lane(p[2], h, 4);
+    h = wasm_v128_load16_lane(p[3], h, 6);
+    v128_t em = wasm_v128_and(h, wasm_i32x4_splat(0x7fff)), shifted = wasm_i32x4_shl(em, 13);
+    v128_t finite = wasm_f32x4_mul(shifted, wasm_f32x4_splat(0x1p112f));
+    v128_t special = wasm_v128_or(shifted, wasm_i32x4_splat(0x7f800000));
+    v128_t f = wasm_v128_bitselect(special, finite, wasm_i32x4_gt(em, wasm_i32x4_splat(0x7bff)));
+    return wasm_v128_or(f, wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x8000)), 16));
+}
+
+/* Rows r .. r + 3 (the last one repeated past the end) into y. Written out
+ * row by row: the four accumulators must stay in registers. */
+INLINE void rows4(const nd_cq *m, const void *q, uint32_t r, uint32_t bits, float lscale, v128_t lu, float *y) {
+    const int16_t *x = q;
+    const float *scales = nd_cq_a8_scales(m, q);
+    const int32_t *sums = nd_cq_a8_sums(m, q);
+    uint32_t vectors = m->group * bits / 128, row[4];
+    for (uint32_t k = 0; k < 4; k++) row[k] = r + k < m->rows ? r + k : m->rows - 1;
+    const uint8_t *b0 = m->packed + (size_t)row[0] * m->row_bytes, *b1 = m->packed + (size_t)row[1] * m->row_bytes;
+    const uint8_t *b2 = m->packed + (size_t)row[2] * m->row_bytes, *b3 = m->packed + (size_t)row[3] * m->row_bytes;
+    const uint8_t *n[4];
+    for (uint32_t k = 0; k < 4; k++) n[k] = m->norms + (size_t)row[k] * m->groups * 2;
+    v128_t acc = wasm_f32x4_splat(0.0f);
+    for (uint32_t g = 0; g < m->groups; g++) {
+        v128_t part[4] = {wasm_i32x4_splat(0), wasm_i32x4_splat(0), wasm_i32x4_splat(0), wasm_i32x4_splat(0)};
+        for (uint32_t v = 0; v < vectors; v++, x += 8 * 16 / bits, b0 += 16, b1 += 16, b2 += 16, b3 += 16) {
+            part[0] = vector_dot(part[0], wasm_v128_load(b0), x, bits, lu);
+            part[1] = vector_dot(part[1], wasm_v128_load(b1), x, bits, lu);
+            part[2] = vector_dot(part[2], wasm_v128_load(b2), x, bits, lu);
+            part[3] = vector_dot(part[3], wasm_v128_load(b3), x, bits, lu);
+        }
+        v128_t sum = wasm_i32x4_sub(reduce4(part), wasm_i32x4_splat(128 * sums[g]));
+        v128_t scale = wasm_f32x4_mul(fp16x4(n), wasm_f32x4_splat(scales[g] * lscale));
+        acc = wasm_f32x4_add(acc, wasm_f32x4_mul(scale, wasm_f32x4_convert_i32x4(sum)));
+        for (int k = 0; k < 4; k++) n[k] += 2;
+    }
+    _Alignas(16) float out[4];
+    wasm_v128_store(out, acc);
+    for (uint32_t k = 0; k < 4 && r + k < m->rows; k++) y[r + k] = out[k];
+}
+
 void nd_cq_a8_gemv_simd128(const nd_cq *m, const void *q, float *y) {
-    const int8_t *xq = q;
-    int8_t levels[16];
-    float lscale = nd_cq_a8_levels(m, levels);
-    v128_t lq = wasm_v128_load(levels);
-    uint32_t vectors = m->group * m->bits / 128, gbytes = 16 * vectors, r = 0;
-    for (; r + 4 <= m->rows; r += 4) {
-        const uint8_t *row = m->packed + (size_t)r * m->row_bytes;
-        float acc[4] = {0, 0, 0, 0};
-        for (uint32_t g = 0; g < m->groups; g++) {
-            const int8_t *x = xq + (size_t)g * m->group;
-            const uint8_t *b = row + (size_t)g * gbytes;
-            _Alignas(16) int32_t sum[4];
-            wasm_v128_store(sum, reduce4(group_dot(b, x, vectors, m->bits, lq),
-                                         group_dot(b + m->row_bytes, x, vectors, m->bits, lq),
-                                         group_dot(b + 2 * m->row_bytes, x, vectors, m->bits, lq),
-                                         group_dot(b + 3 * m->row_bytes, x, vectors, m->bits, lq)));
-            float xs;
-            memcpy(&xs, xq + nd_cq_padded(m) + g * sizeof(float), sizeof xs);
-            float s = xs * lscale;
-            for (uint32_t k = 0; k < 4; k++)
-                acc[k] += (nd_load_fp16(m->norms + 2 * ((size_t)(r + k) * m->groups + g)) * s) * (float)sum[k];
-        }
-        for (uint32_t k = 0; k < 4; k++) y[r + k] = acc[k];
-    }
-    for (; r < m->rows; r++) {
-        const uint8_t *row = m->packed + (size_t)r * m->row_bytes;
-        float acc = 0.0f;
-        for (uint32_t g = 0; g < m->groups; g++) {
-            v128_t d = group_dot(row + (size_t)g * gbytes, xq + (size_t)g * m->group, vectors, m->bits, lq);
-            d = wasm_i32x4_add(d, wasm_i32x4_shuffle(d, d, 2, 3, 0, 1));
-            d = wasm_i32x4_add(d, wasm_i32x4_shuffle(d, d, 1, 0, 3, 2));
-            float xs;
-            memcpy(&xs, xq + nd_cq_padded(m) + g * sizeof(float), sizeof xs);
-            acc += (nd_load_fp16(m->norms + 2 * ((size_t)r * m->groups + g)) * (xs * lscale)) *
-                   (float)wasm_i32x4_extract_lane(d, 0);
-        }
-        y[r] = acc;
+    int8_t lq[16];
+    float lscale = nd_cq_a8_levels(m, lq);
+    v128_t lu = wasm_i8x16_add(wasm_v128_load(lq), wasm_i8x16_splat(-128)); /* lq + 128, as unsigned */
+    for (uint32_t r = 0; r < m->rows; r += 4) {
+        if (m->bits == 4) rows4(m, q, r, 4, lscale, lu, y);
+        else rows4(m, q, r, 2, lscale, lu, y);
     }
 }
-/* ---- the activation quantiser, nd_cq_a8_quantise's twin -------------------- */
 
-/* 16 floats times inv, rounded half to even, as int8 in order. */
-INLINE v128_t int8x16(const float *x, v128_t inv) {
-    v128_t i[4];
-    for (int k = 0; k < 4; k++)
-        i[k] = wasm_i32x4_trunc_sat_f32x4(wasm_f32x4_nearest(wasm_f32x4_mul(wasm_v128_load(x + 4 * k), inv)));
-    return wasm_i8x16_narrow_i16x8(wasm_i16x8_narrow_i32x4(i[0], i[1]), wasm_i16x8_narrow_i32x4(i[2], i[3]));
+/* ---- the activation quantiser, nd_cq_a8_quantise_ref's twin -------------- */
+
+/* The bits of max |x| over n floats (n a multiple of 8), as an integer max of
+ * the magnitude bits: any NaN comes out above the infinity's bits. */
+INLINE uint32_t group_max_bits(const float *x, uint32_t n) {
+    const v128_t magnitude = wasm_i32x4_splat(0x7fffffff);
+    v128_t a = wasm_i32x4_splat(0), b = wasm_i32x4_splat(0);
+    for (uint32_t k = 0; k < n; k += 8) {
+        a = wasm_i32x4_max(a, wasm_v128_and(wasm_v128_load(x + k), magnitude));
+        b = wasm_i32x4_max(b, wasm_v128_and(wasm_v128_load(x + k + 4), magnitude));
+    }
+    a = wasm_i32x4_max(a, b);
+    a = wasm_i32x4_max(a, wasm_i32x4_shuffle(a, a, 2, 3, 0, 1));
+    a = wasm_i32x4_max(a, wasm_i32x4_shuffle(a, a, 1, 0, 3, 2));
+    return (uint32_t)wasm_i32x4_extract_lane(a, 0);
 }
 
-/* Lanes j, j+4, .., of 64 int8 (four vectors): index slot j of 2-bit bytes. */
-#define CRUMB_SLOT(n, j)                                                                                      \
-    wasm_i64x2_shuffle(wasm_i8x16_shuffle(n[0], n[1], j, j + 4, j + 8, j + 12, j + 16, j + 20, j + 24, j + 28, \
-                                          0, 0, 0, 0, 0, 0, 0, 0),                                            \
-                       wasm_i8x16_shuffle(n[2], n[3], j, j + 4, j + 8, j + 12, j + 16, j + 20, j + 24, j + 28, \
-                                          0, 0, 0, 0, 0, 0, 0, 0),                                            \
-                       0, 2)
+/* round half to even(x * inv) as i32, for |x * inv| < 2^22: adding 1.5 * 2^23
+ * leaves the rounded integer in the low mantissa bits. */
+INLINE v128_t rounded4(const float *x, v128_t inv) {
+    v128_t v = wasm_f32x4_add(wasm_f32x4_mul(wasm_v128_load(x), inv), wasm_f32x4_splat(0x1.8p23f));
+    return wasm_i32x4_sub(v, wasm_i32x4_splat(0x4b400000));
+}
+
+/* Bits 4: the 32 columns of one vector, slot 0 the even ones, slot 1 the odd. */
+INLINE v128_t vector_bits4(const float *x, int16_t *out, v128_t inv) {
+    v128_t s = wasm_i16x8_splat(0);
+    for (int h = 0; h < 2; h++, x += 16, out += 8) {
+        v128_t a = rounded4(x, inv), b = rounded4(x + 4, inv), c = rounded4(x + 8, inv), d = rounded4(x + 12, inv);
+        v128_t even = wasm_i16x8_narrow_i32x4(wasm_i32x4_shuffle(a, b, 0, 2, 4, 6), wasm_i32x4_shuffle(c, d, 0, 2, 4, 6));
+        v128_t odd = wasm_i16x8_narrow_i32x4(wasm_i32x4_shuffle(a, b, 1, 3, 5, 7), wasm_i32x4_shuffle(c, d, 1, 3, 5, 7));
+        wasm_v128_store(out, even);
+        wasm_v128_store(out + 16, odd);
+        s = wasm_i16x8_add(s, wasm_i16x8_add(even, odd));
+    }
+    return s;
+}
+
+/* The 4 x 4 block of i32 rows a[0..3], transposed in place. */
+INLINE void transpose4(v128_t a[4]) {
+    v128_t t0 = wasm_i32x4_shuffle(a[0], a[1], 0, 4, 1, 5), t1 = wasm_i32x4_shuffle(a[0], a[1], 2, 6, 3, 7);
+    v128_t t2 = wasm_i32x4_shuffle(a[2], a[3], 0, 4, 1, 5), t3 = wasm_i32x4_shuffle(a[2], a[3], 2, 6, 3, 7);
+    a[0] = wasm_i32x4_shuffle(t0, t2, 0, 1, 4, 5), a[1] = wasm_i32x4_shuffle(t0, t2, 2, 3, 6, 7);
+    a[2] = wasm_i32x4_shuffle(t1, t3, 0, 1, 4, 5), a[3] = wasm_i32x4_shuffle(t1, t3, 2, 3, 6, 7);
+}
+
+/* Bits 2: the 64 columns of one vector, slot j those of column j mod 4. */
+INLINE v128_t vector_bits2(const float *x, int16_t *out, v128_t inv) {
+    v128_t s = wasm_i16x8_splat(0);
+    for (int h = 0; h < 2; h++, x += 32, out += 8) {
+        v128_t lo[4], hi[4];
+        for (int k = 0; k < 4; k++) lo[k] = rounded4(x + 4 * k, inv), hi[k] = rounded4(x + 16 + 4 * k, inv);
+        transpose4(lo), transpose4(hi);
+        for (int j = 0; j < 4; j++) {
+            v128_t slot = wasm_i16x8_narrow_i32x4(lo[j], hi[j]);
+            wasm_v128_store(out + 16 * j, slot);
+            s = wasm_i16x8_add(s, slot);
+        }
+    }
+    return s;
+}
 
 void nd_cq_a8_quantise_simd128(const nd_cq *m, const float *xr, void *q) {
-    int8_t *xq = q;
+    int16_t *xq = q;
+    float *scales = (float *)(xq + nd_cq_padded(m));
+    int32_t *sums = (int32_t *)(scales + m->groups);
     uint32_t vectors = m->group * m->bits / 128;
     for (uint32_t g = 0; g < m->groups; g++) {
         const float *x = xr + (size_t)g * m->group;
-        int8_t *out = xq + (size_t)g * m->group;
-        v128_t most = wasm_f32x4_splat(0.0f);
-        for (uint32_t k = 0; k < m->group; k += 4) most = wasm_f32x4_max(most, wasm_f32x4_abs(wasm_v128_load(x + k)));
-        most = wasm_f32x4_max(most, wasm_i32x4_shuffle(most, most, 2, 3, 0, 1));
-        most = wasm_f32x4_max(most, wasm_i32x4_shuffle(most, most, 1, 0, 3, 2));
-        float amax = wasm_f32x4_extract_lane(most, 0);
-        v128_t inv = wasm_f32x4_splat(amax > 0.0f ? 127.0f / amax : 0.0f);
-        for (uint32_t v = 0; v < vectors; v++, x += 128 / m->bits, out += 128 / m->bits) {
-            if (m->bits == 4) {
-                v128_t a = int8x16(x, inv), b = int8x16(x + 16, inv);
-                wasm_v128_store(out, wasm_i8x16_shuffle(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30));
-                wasm_v128_store(out + 16, wasm_i8x16_shuffle(a, b, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31));
-            } else {
-                v128_t n[4] = {int8x16(x, inv), int8x16(x + 16, inv), int8x16(x + 32, inv), int8x16(x + 48, inv)};
-                wasm_v128_store(out, CRUMB_SLOT(n, 0));
-                wasm_v128_store(out + 16, CRUMB_SLOT(n, 1));
-                wasm_v128_store(out + 32, CRUMB_SLOT(n, 2));
-                wasm_v128_store(out + 48, CRUMB_SLOT(n, 3));
-            }
+        int16_t *out = xq + (size_t)g * m->group;
+        uint32_t bits = group_max_bits(x, m->group);
+        float amax;
+        memcpy(&amax, &bits, sizeof amax);
+        float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+        /* Off the fast path, the reference: NaN or infinite activations, or
+         * 127 / max overflowing. On it |x * inv| <= 127 (1 + 2^-24)^2 < 127.5,
+         * so the rounded values are within [-127, 127] unclamped. */
+        if (bits >= 0x7f800000u || !isfinite(inv)) {
+            nd_cq_a8_quantise_group(m, x, out, scales + g, sums + g);
+            continue;
         }
-        float scale = amax / 127.0f;
-        memcpy(xq + nd_cq_padded(m) + g * sizeof(float), &scale, sizeof scale);
+        v128_t vinv = wasm_f32x4_splat(inv), s = wasm_i16x8_splat(0);
+        for (uint32_t v = 0; v < vectors; v++)
+            s = wasm_i16x8_add(s, m->bits == 4 ? vector_bits4(x + 32 * v, out + 32 * v, vinv)
+                                                : vector_bits2(x + 64 * v, out + 64 * v, vinv));
+        /* each i16 lane sums at most group / 8 values of |q| <= 127: no overflow */
+        s = wasm_i32x4_extadd_pairwise_i16x8(s);
+        s = wasm_i32x4_add(s, wasm_i32x4_shuffle(s, s, 2, 3, 0, 1));
+        s = wasm_i32x4_add(s, wasm_i32x4_shuffle(s, s, 1, 0, 3, 2));
+        scales[g] = amax / 127.0f;
+        sums[g] = wasm_i32x4_extract_lane(s, 0);
     }
 }
 #endif
