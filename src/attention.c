@@ -1,5 +1,6 @@
 /* attention.c: the scalar reference of the attention kernels (see
- * attention.h), the query quantiser and the softmax exponential they share.
+ * attention.h), the quantiser of rows and queries and the softmax
+ * exponential they share.
  * The SIMD128 twins in attention_simd128.c follow these loops step by step:
  * blocks of ND_ATTN_BLOCK (f32) or ND_ATTN_I8_BLOCK (int8) keys from the
  * start of the run, per query the block's scores, its max, the rescale of
@@ -27,18 +28,35 @@ void nd_attn_finish(const nd_attn *a, uint32_t i, uint32_t hd, float *o) {
     for (uint32_t k = 0; k < hd; k++) o[k] = sum > 0.0f ? acc[k] / sum : 0.0f;
 }
 
-void nd_attn_quantise(const float *x, uint32_t hd, uint32_t hdp, float mul, int16_t *q8, float *qscale) {
-    for (uint32_t b = 0; b * 32 < hdp; b++) {
-        uint32_t end = b * 32 + 32 < hd ? b * 32 + 32 : hd;
-        float amax = 0.0f;
-        for (uint32_t i = b * 32; i < end; i++) amax = fmaxf(amax, fabsf(x[i]));
-        float scale = amax / 127.0f;
-        for (uint32_t i = b * 32; i < b * 32 + 32; i++) {
-            float r = i < end && amax > 0.0f ? rintf(x[i] / scale) : 0.0f;
-            q8[i] = (int16_t)(r > 127 ? 127 : r < -127 ? -127 : r);
-        }
-        qscale[b] = scale * mul;
+/* q[32] of block b of x[hd] (values 32b.., zeros past hd) as attention.h
+ * describes; returns their scale. The clamp comes before rounding (the same
+ * for integer bounds), where it also takes NaN to -127, as the SIMD twin's. */
+static float quantise_block(const float *x, uint32_t hd, uint32_t b, int16_t *q) {
+    uint32_t n = hd <= b * 32 ? 0 : hd - b * 32 < 32 ? hd - b * 32 : 32;
+    float amax = 0.0f;
+    for (uint32_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(x[b * 32 + i]));
+    float scale = amax / 127.0f;
+    for (uint32_t i = 0; i < 32; i++) {
+        float y = i < n && scale > 0.0f ? x[b * 32 + i] / scale : 0.0f;
+        y = -127.0f < y ? y : -127.0f;
+        y = y < 127.0f ? y : 127.0f;
+        q[i] = (int16_t)rintf(y);
     }
+    return scale;
+}
+
+void nd_attn_quantise_row_ref(const float *x, uint32_t hd, uint32_t hdp, uint8_t *row) {
+    int8_t *qv = (int8_t *)(row + (size_t)(hdp / 32) * 4);
+    int16_t q[32];
+    for (uint32_t b = 0; b * 32 < hdp; b++) {
+        float scale = quantise_block(x, hd, b, q);
+        memcpy(row + 4 * b, &scale, 4);
+        for (uint32_t i = 0; i < 32; i++) qv[b * 32 + i] = (int8_t)q[i];
+    }
+}
+
+void nd_attn_quantise_ref(const float *x, uint32_t hd, uint32_t hdp, float mul, int16_t *q8, float *qscale) {
+    for (uint32_t b = 0; b * 32 < hdp; b++) qscale[b] = quantise_block(x, hd, b, q8 + b * 32) * mul;
 }
 
 /* Cody-Waite reduction x = k ln2 + r, |r| <= ln2/2, and a degree-6

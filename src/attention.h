@@ -23,8 +23,9 @@
  * the output, under ND_ATTN_I8_BLOCK / 65534 (tests/c/test_attention.c).
  *
  * Each kernel has a scalar `_ref` (the specification) and, in ND_SIMD128
- * builds, a `_simd128` twin: bit-identical for int8, the same sums in another
- * order for f32. The unsuffixed names pick the fastest available. */
+ * builds, a `_simd128` twin: bit-identical for the quantisers and int8, the
+ * same sums in another order for f32. The unsuffixed names pick the fastest
+ * available. */
 #ifndef ND_ATTENTION_H
 #define ND_ATTENTION_H
 
@@ -63,10 +64,16 @@ void nd_attn_reset(nd_attn *a);
 /* o[hd] = acc / sum of query i (zeros when it saw no key). */
 void nd_attn_finish(const nd_attn *a, uint32_t i, uint32_t hd, float *o);
 
-/* q8[hdp], qscale[hdp/32] of one query x[hd] (padded with zeros): per block
- * of 32 scale = amax / 127, q = round half to even(x / scale), times `mul`
- * folded into the scale. */
-void nd_attn_quantise(const float *x, uint32_t hd, uint32_t hdp, float mul, int16_t *q8, float *qscale);
+/* The int8 quantiser of rows and queries, per block of 32 values of x[hd]
+ * (padded with zeros to hdp): scale = amax / 127 and q = round half to
+ * even(x / scale) clamped to [-127, 127]. A block whose scale is 0 (all
+ * zeros, or amax under 64 subnormal steps) is all zeros; NaN quotients (NaN
+ * values, which amax skips, or infinities over an infinite scale) give -127.
+ * nd_attn_quantise_row: the int8 row of x (the format above), for the cache.
+ * nd_attn_quantise: q8[hdp], qscale[hdp/32] of one query, times `mul`
+ * folded into the scales. */
+void nd_attn_quantise_row_ref(const float *x, uint32_t hd, uint32_t hdp, uint8_t *row);
+void nd_attn_quantise_ref(const float *x, uint32_t hd, uint32_t hdp, float mul, int16_t *q8, float *qscale);
 
 /* exp(x) for x <= 0 (0 below -87.3 and for -INFINITY) within 2 ulp: the
  * softmax's exponential, one polynomial shared by every kernel so they agree
@@ -77,11 +84,17 @@ float nd_attn_exp(float x);
 void nd_attn_i8_ref(nd_attn *a, const nd_kv_run *run);
 void nd_attn_f32_ref(nd_attn *a, const nd_kv_run *run);
 #ifdef ND_SIMD128
+void nd_attn_quantise_row_simd128(const float *x, uint32_t hd, uint32_t hdp, uint8_t *row);
+void nd_attn_quantise_simd128(const float *x, uint32_t hd, uint32_t hdp, float mul, int16_t *q8, float *qscale);
 void nd_attn_i8_simd128(nd_attn *a, const nd_kv_run *run);
 void nd_attn_f32_simd128(nd_attn *a, const nd_kv_run *run);
+#define nd_attn_quantise_row nd_attn_quantise_row_simd128
+#define nd_attn_quantise nd_attn_quantise_simd128
 #define nd_attn_i8 nd_attn_i8_simd128
 #define nd_attn_f32 nd_attn_f32_simd128
 #else
+#define nd_attn_quantise_row nd_attn_quantise_row_ref
+#define nd_attn_quantise nd_attn_quantise_ref
 #define nd_attn_i8 nd_attn_i8_ref
 #define nd_attn_f32 nd_attn_f32_ref
 #endif

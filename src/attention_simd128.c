@@ -1,5 +1,6 @@
-/* attention_simd128.c: SIMD128 twins of the attention kernels in
- * attention.c (same loops, same results: bit for bit for int8 rows).
+/* attention_simd128.c: SIMD128 twins of the attention kernels and the
+ * quantiser in attention.c (same loops, same results: bit for bit for the
+ * quantiser and int8 rows).
  *
  * Each block of ND_ATTN_BLOCK keys is decoded once for all queries: int8 K
  * rows widened to i16 (so a query's score is i32x4.dot_i16x8_s on 8 values
@@ -12,9 +13,11 @@
 #include <string.h>
 #include <wasm_simd128.h>
 #include "attention.h"
+#include "exp_simd128.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define B ND_ATTN_BLOCK
+#define UNROLL _Pragma("clang loop unroll(full)")
 
 /* (sum a, sum b, sum c, sum d) of four vectors: a 4x4 transpose and add. */
 INLINE v128_t reduce4_f32(v128_t a, v128_t b, v128_t c, v128_t d) {
@@ -23,28 +26,66 @@ INLINE v128_t reduce4_f32(v128_t a, v128_t b, v128_t c, v128_t d) {
     return wasm_f32x4_add(wasm_i32x4_shuffle(ab, cd, 0, 1, 4, 5), wasm_i32x4_shuffle(ab, cd, 2, 3, 6, 7));
 }
 
-/* nd_attn_exp on four lanes, the same values. Two steps differ in form
- * only (V8 makes both several instructions longer otherwise): the clamp is
- * f32x4.pmax, the same for every input but NaN; and k + 127 is read from
- * the bits of x * log2(e) + 1.5 * 2^23, whose last mantissa bits hold the
- * integer k exactly (|k| < 2^22). */
-INLINE v128_t exp4(v128_t x) {
-    const v128_t magic = wasm_f32x4_splat(12582912.0f), lowest = wasm_f32x4_splat(-87.3f);
-    v128_t ok = wasm_f32x4_ge(x, lowest);
-    x = wasm_f32x4_pmax(x, lowest);
-    v128_t kt = wasm_f32x4_add(wasm_f32x4_mul(x, wasm_f32x4_splat(1.44269504088896341f)), magic);
-    v128_t k = wasm_f32x4_sub(kt, magic);
-    v128_t r = wasm_f32x4_sub(wasm_f32x4_sub(x, wasm_f32x4_mul(k, wasm_f32x4_splat(0.693359375f))),
-                              wasm_f32x4_mul(k, wasm_f32x4_splat(-2.12194440e-4f)));
-    v128_t p = wasm_f32x4_splat(1.9875691500e-4f);
-    p = wasm_f32x4_add(wasm_f32x4_mul(p, r), wasm_f32x4_splat(1.3981999507e-3f));
-    p = wasm_f32x4_add(wasm_f32x4_mul(p, r), wasm_f32x4_splat(8.3334519073e-3f));
-    p = wasm_f32x4_add(wasm_f32x4_mul(p, r), wasm_f32x4_splat(4.1665795894e-2f));
-    p = wasm_f32x4_add(wasm_f32x4_mul(p, r), wasm_f32x4_splat(1.6666665459e-1f));
-    p = wasm_f32x4_add(wasm_f32x4_mul(p, r), wasm_f32x4_splat(5.0000001201e-1f));
-    p = wasm_f32x4_add(wasm_f32x4_add(wasm_f32x4_mul(p, wasm_f32x4_mul(r, r)), r), wasm_f32x4_splat(1.0f));
-    v128_t e = wasm_i32x4_shl(wasm_i32x4_add(kt, wasm_i32x4_splat(127 - 0x4B400000)), 23);
-    return wasm_v128_and(wasm_f32x4_mul(p, e), ok);
+/* ---- the quantiser (attention.c's, eight vectors a block) ----------------- */
+
+/* Four lanes of x / scale clamped to [-127, 127] (NaN to -127) and rounded
+ * half to even, as i32: the quotient by f32x4.div as the reference divides;
+ * the clamp as pmax(lo, y), pmin(hi, y), which take NaN to the bound as the
+ * reference's comparisons do; the rounding by adding 1.5 * 2^23, which
+ * leaves the integer in the last mantissa bits (V8 makes f32x4.nearest and
+ * the saturating truncation a dozen instructions each). */
+INLINE v128_t quantise4(v128_t x, v128_t scale) {
+    v128_t y = wasm_f32x4_pmax(wasm_f32x4_splat(-127.0f), wasm_f32x4_div(x, scale));
+    y = wasm_f32x4_pmin(wasm_f32x4_splat(127.0f), y);
+    return wasm_i32x4_sub(wasm_f32x4_add(y, wasm_f32x4_splat(12582912.0f)), wasm_i32x4_splat(0x4B400000));
+}
+
+/* q[4] (i16x8) of block b of x[hd] (zeros past hd) as quantise_block forms
+ * them; returns the scale. amax by pmax, which skips NaN as fmaxf does. */
+INLINE float quantise_block(const float *x, uint32_t hd, uint32_t b, v128_t *q) {
+    uint32_t n = hd <= b * 32 ? 0 : hd - b * 32 < 32 ? hd - b * 32 : 32;
+    _Alignas(16) float pad[32];
+    const float *v = pad;
+    if (n == 32) v = x + b * 32;
+    else {
+        memset(pad, 0, sizeof pad);
+        if (n) memcpy(pad, x + b * 32, n * sizeof(float));
+    }
+    v128_t xs[8], m = wasm_f32x4_splat(0.0f);
+    UNROLL for (int t = 0; t < 8; t++) {
+        xs[t] = wasm_v128_load(v + 4 * t);
+        m = wasm_f32x4_pmax(m, wasm_f32x4_abs(xs[t]));
+    }
+    m = wasm_f32x4_pmax(m, wasm_i32x4_shuffle(m, m, 2, 3, 0, 1));
+    m = wasm_f32x4_pmax(m, wasm_i32x4_shuffle(m, m, 1, 0, 3, 2));
+    float amax = wasm_f32x4_extract_lane(m, 0), scale = amax / 127.0f;
+    v128_t sv = wasm_f32x4_splat(scale);
+    if (!(scale > 0.0f)) { /* zeros (0 / 0 would be NaN) */
+        for (int t = 0; t < 4; t++) q[t] = wasm_i16x8_splat(0);
+        return scale;
+    }
+    UNROLL for (int t = 0; t < 4; t++)
+        q[t] = wasm_i16x8_narrow_i32x4(quantise4(xs[2 * t], sv), quantise4(xs[2 * t + 1], sv));
+    return scale;
+}
+
+void nd_attn_quantise_row_simd128(const float *x, uint32_t hd, uint32_t hdp, uint8_t *row) {
+    uint8_t *qv = row + (size_t)(hdp / 32) * 4;
+    for (uint32_t b = 0; b * 32 < hdp; b++) {
+        v128_t q[4];
+        float scale = quantise_block(x, hd, b, q);
+        memcpy(row + 4 * b, &scale, 4);
+        wasm_v128_store(qv + 32 * b, wasm_i8x16_narrow_i16x8(q[0], q[1]));
+        wasm_v128_store(qv + 32 * b + 16, wasm_i8x16_narrow_i16x8(q[2], q[3]));
+    }
+}
+
+void nd_attn_quantise_simd128(const float *x, uint32_t hd, uint32_t hdp, float mul, int16_t *q8, float *qscale) {
+    for (uint32_t b = 0; b * 32 < hdp; b++) {
+        v128_t q[4];
+        qscale[b] = quantise_block(x, hd, b, q) * mul;
+        for (int t = 0; t < 4; t++) wasm_v128_store(q8 + 32 * b + 8 * t, q[t]);
+    }
 }
 
 /* ---- the online-softmax step (attention.c's, vectorised) ------------------ */
@@ -79,7 +120,7 @@ static float raise_max(nd_attn *a, uint32_t i, float bm) {
 /* w[B] = exp(s - mx) (0 where masked); adds them to the sum in key order. */
 static void weights(nd_attn *a, uint32_t i, const float *s, float mx, float *w) {
     v128_t m = wasm_f32x4_splat(mx);
-    for (uint32_t j = 0; j < B; j += 4) wasm_v128_store(w + j, exp4(wasm_f32x4_sub(wasm_v128_load(s + j), m)));
+    for (uint32_t j = 0; j < B; j += 4) wasm_v128_store(w + j, nd_exp4(wasm_f32x4_sub(wasm_v128_load(s + j), m)));
     float sum = a->sum[i];
     for (uint32_t j = 0; j < B; j++) sum += w[j];
     a->sum[i] = sum;
@@ -107,7 +148,6 @@ static void accumulate(float *acc, uint32_t hdp, const float *v, size_t vstride,
 
 #define BI ND_ATTN_I8_BLOCK
 #define CQ_ONE 32767.0f
-#define UNROLL _Pragma("clang loop unroll(full)")
 
 typedef struct {
     const uint8_t *k, *v;  /* row j of the block at k + j * stride (nb scales, then hdp int8) */
@@ -211,10 +251,10 @@ INLINE void scores_i8(const nd_attn *a, const i8_block *bl, const uint32_t *qi, 
 
 /* w[BI] = exp(s - mx) (0 where masked); adds them to the sum in block_sum's order. */
 static void weights_i8(nd_attn *a, uint32_t i, const float *s, float mx, float *w) {
-    v128_t m = wasm_f32x4_splat(mx), t = exp4(wasm_f32x4_sub(wasm_v128_load(s), m));
+    v128_t m = wasm_f32x4_splat(mx), t = nd_exp4(wasm_f32x4_sub(wasm_v128_load(s), m));
     wasm_v128_store(w, t);
     _Pragma("clang loop unroll(disable)") for (uint32_t j = 4; j < BI; j += 4) {
-        v128_t e = exp4(wasm_f32x4_sub(wasm_v128_load(s + j), m));
+        v128_t e = nd_exp4(wasm_f32x4_sub(wasm_v128_load(s + j), m));
         wasm_v128_store(w + j, e);
         t = wasm_f32x4_add(t, e);
     }

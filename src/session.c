@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "activation.h"
 #include "attention.h"
 #include "cq_a8.h"
 #include "fp16.h"
@@ -87,8 +88,6 @@ static double stage_lap(needle_session *s, int stage, double since) {
 }
 
 /* ---- small maths --------------------------------------------------------- */
-
-static float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 /* Sums of a[i] * b[i] in four interleaved partial sums, combined pairwise:
  * independent chains the compiler maps onto SIMD lanes, and one order in
@@ -283,18 +282,7 @@ static void kv_store(needle_session *s, const float *x, uint8_t *row) {
         memcpy(row, x, hd * sizeof(float));
         memset(row + (size_t)hd * sizeof(float), 0, (s->hdp - hd) * sizeof(float));
     } else if (s->kv_format == KV_I8) {
-        float *scale = (float *)row;
-        int8_t *qv = (int8_t *)(row + (size_t)(s->hdp / 32) * 4);
-        for (uint32_t b = 0; b * 32 < s->hdp; b++) {
-            uint32_t end = b * 32 + 32 < hd ? b * 32 + 32 : hd;
-            float amax = 0;
-            for (uint32_t i = b * 32; i < end; i++) amax = fmaxf(amax, fabsf(x[i]));
-            scale[b] = amax / 127.0f;
-            for (uint32_t i = b * 32; i < b * 32 + 32; i++) {
-                float r = i < end && amax > 0 ? rintf(x[i] / scale[b]) : 0.0f;
-                qv[i] = (int8_t)(r > 127 ? 127 : r < -127 ? -127 : r);
-            }
-        }
+        nd_attn_quantise_row(x, hd, s->hdp, row);
     } else {
         const needle_model *m = s->model;
         float *norms = (float *)row, r[ND_KV_GROUP];
@@ -489,7 +477,7 @@ static void gate_position(const void *ctx, uint32_t t) {
     size_t qw = (size_t)g->query_heads * g->head_dim;
     float *o = j->s->o + t * qw;
     const float *gt = j->s->gt + t * qw;
-    for (size_t i = 0; i < qw; i++) o[i] *= sigmoidf(gt[i]);
+    nd_sigmoid_mul(o, gt, qw);
 }
 
 /* bx += attn_gate * zcrms(a, post_norm) at position t. */
@@ -535,10 +523,8 @@ static void mlp_position(const void *ctx, uint32_t t) {
     zcrms(bx, l->pre_hada, d, z);
     for (uint32_t i = 0; i < N; i++) z[i] = i < d ? l->d1[i] * z[i] : 0.0f;
     nd_fwht(z, N);
-    for (uint32_t i = 0; i < N; i++) {
-        float w = l->d2[i] * z[i];
-        z[i] = w * sigmoidf(w);
-    }
+    for (uint32_t i = 0; i < N; i++) z[i] *= l->d2[i];
+    nd_sigmoid_mul(z, z, N); /* silu */
     nd_fwht(z, N);
     for (uint32_t i = 0; i < d; i++) bx[i] += l->d3[i] * z[i];
 }
@@ -601,7 +587,7 @@ static void engram_block(needle_session *s, uint32_t site, uint32_t p0, uint32_t
         }
         float dot = 0, ru = rms_inv(u, d), rk = rms_inv(ek, d);
         for (uint32_t i = 0; i < d; i++) dot += (u[i] * ru) * (ek[i] * rk);
-        float alpha = sigmoidf(dot * inv_sqrt_d);
+        float alpha = nd_sigmoid(dot * inv_sqrt_d);
         float *bx = s->bx + (size_t)t * d;
         for (uint32_t i = 0; i < d; i++) bx[i] = u[i] + alpha * ev[i];
     }
@@ -699,7 +685,7 @@ static void mhc_pre(needle_session *s, const nd_layer *l, uint32_t li, uint32_t 
         float *u = s->u + (size_t)t * d;
         memset(u, 0, d * sizeof(float));
         for (uint32_t j = 0; j < n; j++) {
-            float hp = sigmoidf(l->a_pre * s->mpre[t * n + j] + l->b_pre[j] + (j == c ? 4.0f : -4.0f));
+            float hp = nd_sigmoid(l->a_pre * s->mpre[t * n + j] + l->b_pre[j] + (j == c ? 4.0f : -4.0f));
             for (uint32_t i = 0; i < d; i++) u[i] += hp * x[(size_t)j * d + i];
         }
     }
@@ -718,7 +704,7 @@ static void mhc_post_position(const void *ctx, uint32_t t) {
     float *tmp = s->nx + (size_t)t * nd, hpost[ND_MAX_LANES];
     for (uint32_t i = 0; i < d; i++) y[i] -= u[i];
     for (uint32_t a = 0; a < n; a++)
-        hpost[a] = 2.0f * sigmoidf(l->a_post * s->mpost[t * n + a] + l->b_post[a] + (a == c ? 0.0f : -4.0f));
+        hpost[a] = 2.0f * nd_sigmoid(l->a_post * s->mpost[t * n + a] + l->b_post[a] + (a == c ? 0.0f : -4.0f));
     for (uint32_t i = 0; i < n * n; i++) R[i] = (double)(l->a_res * s->mres[(size_t)t * n * n + i] + l->b_res[i]);
     if (s->exact) sinkhorn(R, n); /* the spec's log-space iteration, as written */
     else sinkhorn_scaled(R, n);

@@ -2,7 +2,9 @@
  * SIMD128 twins in the WASI build) against a float64 softmax attention over
  * the same stored rows, on many head dims, query counts, run lengths, runs
  * and visibility windows; the int8 SIMD kernel must equal the scalar one bit
- * for bit, the f32 one up to summation order. */
+ * for bit, the f32 one up to summation order. The row and query quantisers
+ * against their float64 reading, and SIMD against scalar bit for bit, on
+ * every head dim to 100 and extreme inputs. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -224,9 +226,130 @@ static void test_quantise(void) {
     }
 }
 
+/* x[hd] for the quantiser tests. kind 0: uniform; 1: each block of its own
+ * magnitude (1e-30 .. 1e30, some blocks zero); 2: exact halves, x / scale =
+ * k + 0.5 with scale 1 (amax 127 first in each block); 3: quotients within
+ * a few ulp of a half, where a product by 1 / scale would round otherwise
+ * (amax first in each block); 4: non-finite and subnormal values scattered
+ * over moderate ones. */
+#define QUANTISE_KINDS 5
+static void quantise_input(float *x, uint32_t hd, int kind) {
+    static const float odd[] = {NAN, -NAN, INFINITY, -INFINITY, 1e-40f, -1e-42f, 3e38f, -3e38f, 0.0f, -0.0f};
+    float mag = 1, scale = 1;
+    for (uint32_t k = 0; k < hd; k++) {
+        if (k % 32 == 0) mag = urand(5) == 0 ? 0.0f : powf(10.0f, (float)urand(61) - 30.0f);
+        if (k % 32 == 0) scale = (1.0f + frand() * 0.5f) / 127.0f;
+        if (kind == 0) x[k] = frand() * 4.0f;
+        else if (kind == 1) x[k] = frand() * mag;
+        else if (kind == 2) x[k] = k % 32 == 0 ? 127.0f : (float)((int)urand(254) - 127) + 0.5f;
+        else if (kind == 3) {
+            float h = k % 32 == 0 ? 127.0f : (float)((int)urand(254) - 127) + 0.5f, v = h * scale;
+            int steps = (int)urand(7) - 3; /* ulp off the half */
+            for (int i = 0; i < abs(steps); i++) v = nextafterf(v, steps > 0 ? INFINITY : -INFINITY);
+            x[k] = k % 32 == 0 ? 127.0f * scale : v;
+        } else x[k] = urand(6) == 0 ? odd[urand(sizeof odd / sizeof *odd)] : frand();
+    }
+}
+
+/* The float64 reading of one quantised block: scale = amax / 127 (float
+ * division, as exact as double's then rounded), every q the nearest integer
+ * to x / scale, ties to even, unless the quotient is within 1e-5 of a tie
+ * (float's division may land either side); padding 0. */
+static void check_block(const float *x, uint32_t hd, uint32_t b, const int16_t *q, float scale) {
+    double amax = 0;
+    for (uint32_t k = b * 32; k < b * 32 + 32 && k < hd; k++) amax = fmax(amax, fabs(x[k]));
+    CHECK(scale == (float)(amax / 127.0), "block %u scale %g for amax %g", b, scale, amax);
+    for (uint32_t k = b * 32; k < b * 32 + 32; k++) {
+        double t = k < hd && scale > 0 ? x[k] / (double)scale : 0.0, want = nearbyint(t);
+        int near_tie = fabs(fabs(t - floor(t)) - 0.5) < 1e-5;
+        CHECK(q[k - b * 32] == want || (near_tie && fabs(q[k - b * 32] - t) <= 0.5 + 1e-5),
+              "hd %u value %u: x %.9g / scale %.9g = %.9g quantised %d", hd, k, x[k], scale, t, q[k - b * 32]);
+    }
+}
+
+/* Both quantisers, row (int8, for the cache) and query (int16, scales times
+ * mul): the dispatched ones equal the scalar ones bit for bit on every hd
+ * and kind, NaN and infinities included; on finite inputs the scalar ones
+ * match the float64 reading. */
+static void test_quantisers(void) {
+    enum { MAX_HD = 200, MAX_HDP = 256 };
+    float x[MAX_HD], qs_ref[MAX_HDP / 32], qs_fast[MAX_HDP / 32];
+    int16_t q_ref[MAX_HDP], q_fast[MAX_HDP], block[32];
+    uint8_t row_ref[MAX_HDP / 32 * 4 + MAX_HDP], row_fast[sizeof row_ref];
+    for (uint32_t hd = 1; hd <= MAX_HD; hd += hd < 100 ? 1 : 27)
+        for (uint32_t extra = 0; extra <= 32; extra += 32) {
+            uint32_t hdp = (hd + 31) / 32 * 32 + extra, nb = hdp / 32;
+            if (hdp > MAX_HDP) continue;
+            size_t row_bytes = (size_t)nb * 4 + hdp;
+            for (int kind = 0; kind < QUANTISE_KINDS; kind++) {
+                float mul = 0.125f + frand() * 0.1f;
+                quantise_input(x, hd, kind);
+                memset(row_ref, 0xAA, sizeof row_ref), memset(row_fast, 0x55, sizeof row_fast);
+                nd_attn_quantise_row_ref(x, hd, hdp, row_ref);
+                nd_attn_quantise_row(x, hd, hdp, row_fast);
+                CHECK(!memcmp(row_ref, row_fast, row_bytes), "row hd %u hdp %u kind %d: SIMD != scalar", hd, hdp, kind);
+                nd_attn_quantise_ref(x, hd, hdp, mul, q_ref, qs_ref);
+                nd_attn_quantise(x, hd, hdp, mul, q_fast, qs_fast);
+                CHECK(!memcmp(q_ref, q_fast, hdp * sizeof *q_ref) && !memcmp(qs_ref, qs_fast, nb * sizeof *qs_ref),
+                      "query hd %u hdp %u kind %d: SIMD != scalar", hd, hdp, kind);
+                for (uint32_t b = 0; b < nb; b++) {
+                    float scale;
+                    memcpy(&scale, row_ref + 4 * b, 4);
+                    CHECK(qs_ref[b] == scale * mul, "hd %u block %u: query scale %g", hd, b, qs_ref[b]);
+                    for (uint32_t k = 0; k < 32; k++) {
+                        block[k] = ((const int8_t *)(row_ref + nb * 4))[b * 32 + k];
+                        CHECK(q_ref[b * 32 + k] == block[k], "hd %u value %u: query %d row %d", hd, b * 32 + k,
+                              q_ref[b * 32 + k], block[k]);
+                    }
+                    if (kind < QUANTISE_KINDS - 1) check_block(x, hd, b, block, scale);
+                }
+            }
+        }
+}
+
+/* Ties round to even; an all-zero block is scale 0 and zeros, as is one
+ * whose scale underflows (padding too); NaN values (which amax skips) give
+ * -127. */
+static void test_quantise_edges(void) {
+    float x[64] = {127.0f, 2.5f, 3.5f, -2.5f, -3.5f, 0.5f, -0.5f, 126.5f, -126.5f, 1.5f};
+    x[40] = NAN, x[41] = 1.01f, x[42] = -2.0f;
+    uint8_t row[2 * 4 + 64];
+    const int8_t *q = (const int8_t *)(row + 8);
+    const int8_t want[] = {127, 2, 4, -2, -4, 0, 0, 126, -126, 2};
+    for (int which = 0; which < 2; which++) {
+        (which ? nd_attn_quantise_row : nd_attn_quantise_row_ref)(x, 64, 64, row);
+        for (int k = 0; k < 10; k++) CHECK(q[k] == want[k], "kernel %d: %g -> %d", which, x[k], q[k]);
+        float s0, s1;
+        memcpy(&s0, row, 4), memcpy(&s1, row + 4, 4);
+        CHECK(s0 == 1.0f && s1 == 2.0f / 127.0f, "kernel %d: scales %g %g", which, s0, s1);
+        CHECK(q[40] == -127 && q[41] == 64 && q[42] == -127, "kernel %d: NaN block %d %d %d", which, q[40], q[41],
+              q[42]);
+        memset(x + 32, 0, sizeof(float) * 32);
+        (which ? nd_attn_quantise_row : nd_attn_quantise_row_ref)(x, 64, 64, row);
+        memcpy(&s1, row + 4, 4);
+        int zeros = 1;
+        for (int k = 32; k < 64; k++) zeros &= q[k] == 0;
+        CHECK(s1 == 0.0f && zeros, "kernel %d: zero block scale %g", which, s1);
+        x[40] = NAN, x[41] = 1.01f, x[42] = -2.0f;
+    }
+    float tiny[40] = {0};
+    for (int k = 32; k < 40; k++) tiny[k] = (k % 2 ? 1 : -1) * 1e-44f; /* amax / 127 rounds to 0 */
+    for (int which = 0; which < 2; which++) {
+        memset(row, 0x55, sizeof row);
+        (which ? nd_attn_quantise_row : nd_attn_quantise_row_ref)(tiny, 40, 64, row);
+        float s0, s1;
+        memcpy(&s0, row, 4), memcpy(&s1, row + 4, 4);
+        int zeros = 1;
+        for (int k = 0; k < 64; k++) zeros &= q[k] == 0;
+        CHECK(s0 == 0.0f && s1 == 0.0f && zeros, "kernel %d: underflowing scale %g", which, s1);
+    }
+}
+
 int main(void) {
     RUN(test_exp);
     RUN(test_quantise);
+    RUN(test_quantisers);
+    RUN(test_quantise_edges);
     RUN(test_nothing_visible);
     RUN(test_shapes);
     return check_report();
