@@ -1,6 +1,7 @@
-/* grammar.h: internal pieces of the tool-call grammar (src/grammar.c) that
- * tests reach: a byte-level feed that bypasses tokens, the output so far,
- * and the regex compiler on its own. The public API is in needle.h. */
+/* grammar.h: internal pieces of the tool-call grammar (src/grammar.c and
+ * the grammar_*.c files it lists) that the agent and tests reach: a
+ * byte-level feed that bypasses tokens, the output so far, and the regex
+ * compiler on its own. The public API is in needle.h. */
 #ifndef ND_GRAMMAR_H
 #define ND_GRAMMAR_H
 
@@ -26,7 +27,7 @@ const char *nd_grammar_text(const needle_grammar *g, size_t *len);
  * without accepting it; SIZE_MAX when token is not allowed here. */
 size_t nd_grammar_completion_after(needle_grammar *g, int32_t token);
 
-/* Compiles an ECMAScript pattern (the subset grammar.c documents) and
+/* Compiles an ECMAScript pattern (the subset regex.h documents) and
  * reports whether the whole string s matches it with JSON Schema's search
  * semantics (unanchored unless ^/$): 1 match, 0 no match, -1 compile error
  * (err filled). For tests. */

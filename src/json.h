@@ -5,7 +5,7 @@
  * limit and every bound; errors are one line with the byte offset. Strings
  * are decoded to UTF-8 (a lone \uD800-style surrogate is kept as its 3-byte
  * generalised UTF-8 form so rendering gives it back); numbers keep the text
- * the caller wrote. Used for tool schemas (grammar.c) and tool results. */
+ * the caller wrote. Used for tool schemas (grammar_schema.c) and tool results. */
 #ifndef ND_JSON_H
 #define ND_JSON_H
 

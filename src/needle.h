@@ -171,7 +171,7 @@ NEEDLE_API int needle_session_head(needle_session *session, int kind, float *out
 /* Restarts pooling: only positions fed from now on count. */
 NEEDLE_API void needle_session_pool_reset(needle_session *session);
 
-/* ---- Tool-call grammar (src/grammar.c) ---------------------------------- */
+/* ---- Tool-call grammar (src/grammar*.c) --------------------------------- */
 /* Constrains the call array [{"name":..,"arguments":{..}},...] to the declared
  * tools' JSON Schemas, byte by byte, in compact JSON (no whitespace).
  *   g = needle_grammar_new(tok, tools, len, end_id, &err);  // NEEDLE_E_SCHEMA names tool + pointer

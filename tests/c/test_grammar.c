@@ -445,6 +445,49 @@ static void test_strings(void) {
     CHECK(nd_regex_test("(?=a)", "a", 1, &err) == -1 && err.code == NEEDLE_E_SCHEMA, "lookahead rejected");
 }
 
+/* An escaped surrogate pair in a pattern is one code point, as in
+ * ECMAScript's u mode (what JSON Schema validators in JS use), in an atom
+ * and in a class: the matcher works on decoded code points. */
+static void test_pattern_surrogates(void) {
+    const char *p = ONE("{\"s\":{\"type\":\"string\",\"pattern\":\"^\\\\ud83d\\\\ude00$\"}}", "[\"s\"]");
+    CHECK(accepts(p, CALL("{\"s\":\"\xf0\x9f\x98\x80\"}")) == 1, "U+1F600 as raw UTF-8");
+    CHECK(accepts(p, CALL("{\"s\":\"\\ud83d\\ude00\"}")) == 1, "U+1F600 as a JSON escape pair");
+    CHECK(accepts(p, CALL("{\"s\":\"\xf0\x9f\x98\x81\"}")) == 0, "U+1F601");
+    CHECK(accepts(p, CALL("{\"s\":\"\\ud83d\\ude01\"}")) == 0, "escaped U+1F601");
+    CHECK(accepts(p, CALL("{\"s\":\"a\"}")) == 0, "other text");
+    CHECK(accepts(p, CALL("{\"s\":\"\xf0\x9f\x98\x80\xf0\x9f\x98\x80\"}")) == 0, "two of them");
+    EXPECT(p, ARGS "{\"s\":\"", "\xf0\x9f\x98\x80\"}}]");
+    needle_error err;
+    needle_grammar *g = needle_grammar_new_shared(vocab, p, strlen(p), end_id, &err);
+    CHECK(g && nd_grammar_feed(g, ARGS "{\"s\":\"", strlen(ARGS) + 6, &err) == NEEDLE_OK, "prefix");
+    if (g) { /* the mask offers the emoji, raw and escaped, and nothing else starts */
+        uint32_t V = needle_tokenizer_size(tok);
+        float *l = calloc(V, sizeof *l);
+        needle_grammar_mask(g, l);
+        CHECK(l[needle_tokenizer_piece_id(tok, "\xf0\x9f\x98\x80", 4)] == 0, "raw emoji piece allowed");
+        CHECK(l[needle_tokenizer_piece_id(tok, "\\ud83d", 6)] == 0, "escaped high surrogate allowed");
+        CHECK(l[needle_tokenizer_piece_id(tok, "a", 1)] == -INFINITY, "a refused");
+        CHECK(l[needle_tokenizer_piece_id(tok, "\\u00", 4)] == -INFINITY, "BMP escape refused");
+        free(l);
+        needle_grammar_free(g);
+    }
+    const char *c = ONE("{\"s\":{\"type\":\"string\",\"pattern\":\"^[\\\\ud83d\\\\ude00-\\\\ud83d\\\\ude4fa]{2}$\"}}", "[\"s\"]");
+    CHECK(accepts(c, CALL("{\"s\":\"\xf0\x9f\x98\x80\xf0\x9f\x99\x8f\"}")) == 1, "class range U+1F600-U+1F64F");
+    CHECK(accepts(c, CALL("{\"s\":\"a\\ud83d\\ude4f\"}")) == 1, "class: a and escaped U+1F64F");
+    CHECK(accepts(c, CALL("{\"s\":\"\xf0\x9f\x99\x90" "a\"}")) == 0, "U+1F650 outside the class");
+    CHECK(accepts(c, CALL("{\"s\":\"ab\"}")) == 0, "b outside the class");
+    CHECK(nd_regex_test("^\\ud83d\\ude00+$", "\xf0\x9f\x98\x80\xf0\x9f\x98\x80", 8, &err) == 1, "quantifier applies to the code point");
+    CHECK(nd_regex_test("^[^\\ud83d\\ude00]$", "\xf0\x9f\x98\x80", 4, &err) == 0, "negated class");
+    CHECK(nd_regex_test("^[^\\ud83d\\ude00]$", "\xf0\x9f\x98\x81", 4, &err) == 1, "negated class, other emoji");
+    /* a lone surrogate never occurs in decoded text: refused, not a dead end */
+    const char *lone = ONE("{\"s\":{\"type\":\"string\",\"pattern\":\"^\\\\ud83d$\"}}", "[\"s\"]");
+    g = needle_grammar_new_shared(vocab, lone, strlen(lone), end_id, &err);
+    CHECK(!g && err.code == NEEDLE_E_SCHEMA && strstr(err.message, "no string satisfies"), "lone surrogate: %s", err.message);
+    needle_grammar_free(g);
+    const char *opt = ONE("{\"s\":{\"type\":\"string\",\"pattern\":\"^x[\\\\ud800-\\\\udfff]?$\"}}", "[\"s\"]");
+    EXPECT(opt, ARGS "{\"s\":\"", "x\"}}]");
+}
+
 static void test_objects_enums(void) {
     const char *t = ONE("{\"a\":{\"enum\":[\"x\",\"xy\",3,30]},\"b\":{\"type\":\"boolean\"}}", "[\"a\"]");
     CHECK(accepts(t, CALL("{\"b\":true,\"a\":\"xy\"}")) == 1, "any key order");
@@ -609,6 +652,7 @@ int main(void) {
     RUN(test_compact);
     RUN(test_bounds);
     RUN(test_strings);
+    RUN(test_pattern_surrogates);
     RUN(test_objects_enums);
     RUN(test_schema_errors);
     RUN(test_end_token);

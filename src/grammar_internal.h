@@ -1,0 +1,159 @@
+/* grammar_internal.h: what the parts of the tool-call grammar share, for
+ * its files only (the API is in needle.h, the test hooks in grammar.h): the
+ * limits, the graph of value nodes the schemas compile to
+ * (grammar_schema.c), the matcher's frames and heads (grammar_match.c), the
+ * vocabulary trie (grammar_mask.c), the grammar object, and the functions
+ * one part calls in another. grammar.c gives the overview. */
+#ifndef ND_GRAMMAR_INTERNAL_H
+#define ND_GRAMMAR_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "json.h"
+#include "needle.h"
+#include "regex.h"
+
+#define ND_MAX_DEPTH 48     /* frame nesting bound (also bounds recursive $ref) */
+#define ND_G_HEADS 64       /* alternatives alive at once */
+#define ND_MAX_PIECE 128    /* longer pieces are never allowed */
+#define ND_MAX_OUTPUT (1u << 20) /* bytes of one call array */
+
+/* Numbers are integers scaled by 10^F (F fraction digits) of magnitude at
+ * most ND_MAXMAG, so bounds are exact (grammar_schema.c). */
+extern const int64_t nd_pow10s[19]; /* 10^0 .. 10^18 */
+#define ND_MAXMAG (1000000000000000000 - 1)
+/* ceil(a / m) for m > 0. */
+static inline int64_t nd_ceil_div(int64_t a, int64_t m) { return a / m + (a % m != 0 && a > 0); }
+
+/* ---- the graph of value nodes (grammar_schema.c) ---- */
+enum { K_LIT, K_STR, K_NUM, K_ARR, K_OBJ, K_ALT };
+
+typedef struct { char *s; size_t n; } lit; /* an owned text */
+
+typedef struct {
+    int kind;
+    lit *lits;          /* LIT: canonical texts, sorted; OBJ: "\"key\"" texts, sorted */
+    uint32_t nlits;
+    int32_t *kids;      /* OBJ: value node per key; ALT: alternatives */
+    uint32_t nkids;
+    uint64_t required;  /* OBJ: bits of required keys */
+    uint64_t leading;   /* OBJ: keys that must all come before any other */
+    nd_dfa *dfa;        /* STR */
+    uint32_t minlen, maxlen;
+    int F;              /* NUM: fraction digits; bounds/multiple scaled by 10^F */
+    int64_t lo, hi, mult;
+    double dlo, dhi, dmult;
+    uint8_t has_dlo, has_dhi, dlo_ex, dhi_ex;
+    int32_t items;      /* ARR */
+    uint32_t minit, maxit;
+    int unique, small;  /* small: items' values fit a 64-bit used mask */
+} gnode;
+
+typedef struct {
+    gnode *v;
+    size_t n, cap;
+    int32_t root;
+} graph;
+
+/* ---- the matcher (grammar_match.c) ---- */
+/* One open value: its node, its parent frame, and where it is (ph, a..y). */
+typedef struct {
+    int32_t parent, node;
+    uint16_t depth;
+    uint8_t ph, sub;
+    int32_t a, b, c; /* LIT/key: range lo, hi, matched length; STR: dfa state, length, utf8 size;
+                        NUM: int digits, fraction digits; ARR: count, item start, spans */
+    uint32_t u;      /* STR: partial code point / high surrogate */
+    int64_t x, y;    /* NUM: int part, fraction; OBJ: seen keys, chosen key; ARR: used values;
+                        STR: partial low surrogate */
+} frame;
+
+/* An item of a unique array: text[start, end), next: the item before it. */
+typedef struct { uint32_t start, end; int32_t next; } span;
+/* Frame indices of the alternatives alive; ND_DONE: the call array closed. */
+typedef struct { int32_t h[ND_G_HEADS]; int n; } heads;
+#define ND_DONE (-2)
+
+/* Phases (frame.ph) of arrays, objects, strings and numbers. */
+enum { A_OPEN, A_FIRST, A_IN, A_AFTER, A_NEXT };
+enum { O_OPEN, O_FIRST, O_KEY, O_COLON, O_VALSTART, O_IN, O_AFTER, O_KEYSTART };
+enum { S_OPEN, S_BODY, S_ESC, S_U, S_LBS, S_LU, S_L, S_UTF };
+enum { N_START, N_SIGN, N_INT, N_DOT, N_FRAC };
+
+/* ---- the vocabulary trie (grammar_mask.c) ---- */
+/* A trie node, reached from its parent by byte. */
+typedef struct {
+    int32_t child, sibling, tok; /* first child, next sibling, first token ending here */
+    uint8_t byte;
+} tnode;
+
+struct needle_vocab {
+    uint32_t size;
+    tnode *nodes;
+    uint32_t nnodes, cnodes;
+    int32_t *tok_next;      /* next token ending at the same node */
+    uint8_t *bytes;         /* piece bytes of every token */
+    uint32_t *off;
+    uint8_t *len;           /* 0 = never allowed */
+    uint64_t *plain;        /* tokens that are whole, plain string content */
+    int32_t *special;       /* tokens with len > 0 that are not plain */
+    uint32_t nspecial;
+};
+
+/* ---- the grammar ---- */
+struct needle_grammar {
+    const needle_vocab *vocab;
+    needle_vocab *own_vocab;
+    graph gr;
+    frame *fr;          /* the frame arena */
+    size_t nfr, cfr;
+    span *sp;           /* the items of unique arrays */
+    size_t nsp, csp;
+    char *text;         /* the output: len bytes accepted, then bytes on trial */
+    size_t pos, len, ctext; /* pos: the byte being fed */
+    heads cur;          /* the state after the accepted bytes */
+    heads *hs;          /* per trie depth while masking */
+    uint64_t *allowed;
+    int32_t end_token;
+    int done, oom;
+    int64_t *cost;      /* per node: bytes of a minimal value (completion) */
+};
+
+/* ---- the functions one part calls in another ---- */
+/* grammar_schema.c. Compiles the tools array into gr: the call array with
+ * at least min_calls calls (when there are tools). NEEDLE_OK, or an error
+ * in err. */
+int nd_build_graph(graph *gr, const nd_jv *tools, uint32_t min_calls, needle_error *err);
+void nd_graph_free(graph *gr);
+
+/* grammar_match.c. Pushes a copy of w on the frame arena: its index, or -1
+ * (g->oom set) when out of memory. */
+int32_t nd_frame_push(needle_grammar *g, const frame *w);
+/* Adds head h to o (dropped when h is -1 or o is full). */
+void nd_heads_add(heads *o, int32_t h);
+/* Feeds byte b at text position g->pos to every head of in: the count of
+ * heads in out (0: b is refused). */
+int nd_feed_byte(needle_grammar *g, const heads *in, int b, heads *out);
+/* Feeds s[0..n) from the committed heads g->cur into *out; 0 when a byte is
+ * refused. The arena keeps what it allocated (the caller restores or commits). */
+int nd_feed_bytes(needle_grammar *g, const uint8_t *s, size_t n, heads *out);
+/* 1 when a head has closed the call array: only the end token may follow. */
+int nd_match_complete(const needle_grammar *g);
+/* Drops frames and spans no head of g->cur can reach. */
+void nd_arena_compact(needle_grammar *g);
+/* Values the enclosing unique array already holds (bits of LIT indices or
+ * NUM slots), 0 when none are tracked. */
+uint64_t nd_used_mask(const needle_grammar *g, const frame *w);
+/* JSON equality of two item texts (what uniqueItems means). */
+int nd_text_equal(const char *x, size_t nx, const char *y, size_t ny);
+/* 1 when the number frame w may end here (bounds, multipleOf, unique). */
+int nd_num_end_ok(const needle_grammar *g, const frame *w, const gnode *n);
+/* Keys that may come next in object n after keys seen. */
+uint64_t nd_open_keys(const gnode *n, uint64_t seen);
+
+/* grammar_complete.c. The bytes of a minimal value of every node into
+ * g->cost (huge when it has none); -1 when out of memory. */
+int nd_node_costs(needle_grammar *g);
+
+#endif
