@@ -157,6 +157,12 @@ void nd_cqt_gemm_lut_tables_simd128(const nd_cq *m, const int8_t *tables, const 
 void nd_cq_matmul_lut(const nd_cq *m, const float *xr, uint32_t n, const int8_t *tables, const float *scales,
                       float *y);
 
+/* nd_cq_matmul_lut of `count` matrices (at most 8) that share xr and its
+ * tables (nd_cq_lut_shared), ys[i] the result of ms[i]: the same bits, in
+ * one hand-off to the thread pool. */
+void nd_cq_matmul_lut_many(const nd_cq *const *ms, float *const *ys, uint32_t count, const float *xr, uint32_t n,
+                           const int8_t *tables, const float *scales);
+
 /* Row gather of either layout (nd_cq_row_ref's contract, same results). */
 void nd_cq_gather(const nd_cq *m, uint32_t row, float *out, float *scratch);
 

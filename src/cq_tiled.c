@@ -232,8 +232,6 @@ void nd_cq_gather(const nd_cq *m, uint32_t row, float *out, float *scratch) {
 typedef struct {
     const nd_cq *m;
     const float *xr;
-    const int8_t *tables;
-    const float *scales;
     float *y;
     uint32_t n, per;
 } split_job;
@@ -247,22 +245,10 @@ static void gemv_chunk(const void *p, uint32_t c) {
     CQT_GEMV_RANGE(j->m, j->xr, j->y, c * j->per, chunk_end(c, j->per, j->m->tiles));
 }
 
-static void gemv_lut_chunk(const void *p, uint32_t c) {
-    const split_job *j = p;
-    CQT_GEMV_LUT_TABLES_RANGE(j->m, j->tables, j->scales, j->y, c * j->per, chunk_end(c, j->per, j->m->tiles));
-}
-
 static void gemm_chunk(const void *p, uint32_t c) {
     const split_job *j = p;
     uint32_t t0 = c * j->per, n = chunk_end(c, j->per, j->n) - t0;
     CQT_GEMM(j->m, j->xr + (size_t)t0 * nd_cq_padded(j->m), n, j->y + (size_t)t0 * j->m->rows);
-}
-
-static void gemm_lut_chunk(const void *p, uint32_t c) {
-    const split_job *j = p;
-    uint32_t t0 = c * j->per, n = chunk_end(c, j->per, j->n) - t0;
-    CQT_GEMM_LUT_TABLES(j->m, j->tables + t0 * nd_cq_lut_bytes(j->m), j->scales + (size_t)t0 * j->m->groups, n,
-                        j->y + (size_t)t0 * j->m->rows);
 }
 
 static uint32_t chunks_of(uint32_t total, uint32_t per) { return (total + per - 1) / per; }
@@ -295,16 +281,51 @@ void nd_cq_matmul(const nd_cq *m, const float *xr, uint32_t n, float *y) {
     tail_matmul(m, xr, n, y);
 }
 
+/* Several table products as one pool job: chunk c is chunk c - first[i] of
+ * matrix i, tiles of a GEMV or activations of a GEMM (as nd_cq_matmul
+ * splits one matrix), so a layer's q/k/v/gate cost one hand-off, not four. */
+#define MANY_MAX 8u
+typedef struct {
+    const nd_cq *const *ms;
+    float *const *ys;
+    uint32_t count, n, first[MANY_MAX + 1];
+    const int8_t *tables;
+    const float *scales;
+} many_job;
+
+static void many_chunk(const void *p, uint32_t c) {
+    const many_job *j = p;
+    uint32_t i = 0;
+    while (c >= j->first[i + 1]) i++;
+    const nd_cq *m = j->ms[i];
+    uint32_t k = c - j->first[i];
+    if (j->n == 1) {
+        CQT_GEMV_LUT_TABLES_RANGE(m, j->tables, j->scales, j->ys[i], k * SPLIT_TILES,
+                                  chunk_end(k, SPLIT_TILES, m->tiles));
+        return;
+    }
+    uint32_t t0 = k * SPLIT_TOKENS, n = chunk_end(k, SPLIT_TOKENS, j->n) - t0;
+    CQT_GEMM_LUT_TABLES(m, j->tables + t0 * nd_cq_lut_bytes(m), j->scales + (size_t)t0 * m->groups, n,
+                        j->ys[i] + (size_t)t0 * m->rows);
+}
+
+void nd_cq_matmul_lut_many(const nd_cq *const *ms, float *const *ys, uint32_t count, const float *xr, uint32_t n,
+                           const int8_t *tables, const float *scales) {
+    many_job j = {.ms = ms, .ys = ys, .count = count, .n = n, .tables = tables, .scales = scales};
+    int split = count <= MANY_MAX && nd_threads() > 1;
+    for (uint32_t i = 0; i < count && split; i++) {
+        split = ms[i]->tiles >= SPLIT_MIN_TILES;
+        j.first[i + 1] = j.first[i] + (n == 1 ? chunks_of(ms[i]->tiles, SPLIT_TILES) : chunks_of(n, SPLIT_TOKENS));
+    }
+    if (split) nd_parallel(many_chunk, &j, j.first[count]);
+    for (uint32_t i = 0; i < count; i++) {
+        if (!split && n == 1) CQT_GEMV_LUT_TABLES_RANGE(ms[i], tables, scales, ys[i], 0, ms[i]->tiles);
+        else if (!split) CQT_GEMM_LUT_TABLES(ms[i], tables, scales, n, ys[i]);
+        tail_matmul(ms[i], xr, n, ys[i]);
+    }
+}
+
 void nd_cq_matmul_lut(const nd_cq *m, const float *xr, uint32_t n, const int8_t *tables, const float *scales,
                       float *y) {
-    split_job j = {.m = m, .tables = tables, .scales = scales, .y = y, .n = n};
-    if (!worth_splitting(m)) {
-        if (n == 1) CQT_GEMV_LUT_TABLES_RANGE(m, tables, scales, y, 0, m->tiles);
-        else CQT_GEMM_LUT_TABLES(m, tables, scales, n, y);
-    } else if (n == 1) {
-        j.per = SPLIT_TILES, nd_parallel(gemv_lut_chunk, &j, chunks_of(m->tiles, j.per));
-    } else {
-        j.per = SPLIT_TOKENS, nd_parallel(gemm_lut_chunk, &j, chunks_of(n, j.per));
-    }
-    tail_matmul(m, xr, n, y);
+    nd_cq_matmul_lut_many(&m, &y, 1, xr, n, tables, scales);
 }

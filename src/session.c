@@ -187,8 +187,6 @@ typedef struct {
     const nd_cq *m;
     const float *x;
     size_t stride;
-    float *y;
-    int quantise;
 } position_job;
 
 static void rotate_position(const void *ctx, uint32_t t) {
@@ -196,20 +194,53 @@ static void rotate_position(const void *ctx, uint32_t t) {
     nd_cq_rotate(j->m, j->x + t * j->stride, j->s->xr + (size_t)t * nd_cq_padded(j->m));
 }
 
+/* Fast mode on short archive-layout matrices (the mHC Phi rows) reading
+ * one x: each position's int8 activation, quantised once for every matrix
+ * that shares it, then the int8 GEMVs, the same kernel in prefill and
+ * decode. A prefill chunk runs one pool job per position; a decoded token
+ * splits the matrices' rows into blocks of A8_ROWS instead (a row's result
+ * does not depend on the rows beside it). */
+#define A8_ROWS 4u
+#define A8_MAX 8u
+typedef struct {
+    needle_session *s;
+    const nd_cq *const *ms;
+    float *const *ys;
+    uint32_t count, quantise, first[A8_MAX + 1]; /* first: the row blocks before matrix i */
+} a8_job;
+
 static void a8_position(const void *ctx, uint32_t t) {
-    const position_job *j = ctx;
-    uint8_t *q = (uint8_t *)j->s->a8 + t * nd_cq_a8_bytes(j->m);
-    if (j->quantise) nd_cq_a8_quantise(j->m, j->s->xr + (size_t)t * nd_cq_padded(j->m), q);
-    nd_cq_a8_gemv(j->m, q, j->y + (size_t)t * j->m->rows);
+    const a8_job *j = ctx;
+    const nd_cq *m = j->ms[0];
+    uint8_t *q = (uint8_t *)j->s->a8 + t * nd_cq_a8_bytes(m);
+    if (j->quantise) nd_cq_a8_quantise(m, j->s->xr + (size_t)t * nd_cq_padded(m), q);
+    for (uint32_t i = 0; i < j->count; i++) nd_cq_a8_gemv(j->ms[i], q, j->ys[i] + (size_t)t * j->ms[i]->rows);
 }
 
-/* Fast mode on a short archive-layout matrix (the mHC Phi rows): the int8
- * activation of each position, quantised once for every matrix that shares
- * it, then one int8 GEMV per position, the same kernel in prefill and decode. */
-static void matmul_a8(needle_session *s, const nd_cq *m, uint32_t T, float *y) {
-    position_job job = {s, m, NULL, 0, y, !s->a8_of || !nd_cq_a8_shared(s->a8_of, m)};
-    s->a8_of = m;
-    nd_parallel(a8_position, &job, T);
+static void a8_rows(const void *ctx, uint32_t c) {
+    const a8_job *j = ctx;
+    uint32_t i = 0;
+    while (c >= j->first[i + 1]) i++;
+    nd_cq v = *j->ms[i];
+    uint32_t r0 = (c - j->first[i]) * A8_ROWS;
+    v.rows = v.rows - r0 < A8_ROWS ? v.rows - r0 : A8_ROWS;
+    v.packed += (size_t)r0 * v.row_bytes;
+    v.norms += (size_t)r0 * v.groups * 2;
+    nd_cq_a8_gemv(&v, j->s->a8, j->ys[i] + r0);
+}
+
+/* ys[i][T][rows] = ms[i] s->xr for `count` (at most A8_MAX) a8 matrices whose
+ * quantised activations are shared (nd_cq_a8_shared). */
+static void matmul_a8(needle_session *s, const nd_cq *const *ms, float *const *ys, uint32_t count, uint32_t T) {
+    a8_job job = {s, ms, ys, count, !s->a8_of || !nd_cq_a8_shared(s->a8_of, ms[0]), {0}};
+    s->a8_of = ms[0];
+    if (T > 1 || nd_threads() < 2) {
+        nd_parallel(a8_position, &job, T);
+        return;
+    }
+    if (job.quantise) nd_cq_a8_quantise(ms[0], s->xr, s->a8);
+    for (uint32_t i = 0; i < count; i++) job.first[i + 1] = job.first[i] + (ms[i]->rows + A8_ROWS - 1) / A8_ROWS;
+    nd_parallel(a8_rows, &job, job.first[count]);
 }
 
 static void lut_position(const void *ctx, uint32_t t) {
@@ -219,37 +250,67 @@ static void lut_position(const void *ctx, uint32_t t) {
                     s->lut_scale + (size_t)t * j->m->groups);
 }
 
-/* y[T][m->rows] = m x[t] for T activations at stride `stride`. The rotation
- * into s->xr is skipped when `prev` (the matrix last rotated for, over the
- * same x) has the same group and width, so q/k/v/gate share one rotation;
- * in fast mode they also share the int8 tables of each position between
- * matrices with the same levels (building them costs about a third of a
- * 512-row GEMV). */
-static const nd_cq *matmul(needle_session *s, const nd_cq *m, const nd_cq *prev, const float *x,
-                           size_t stride, uint32_t T, float *y) {
-    if (!prev || prev->group != m->group || prev->cols != m->cols) {
-        position_job job = {s, m, x, stride, NULL, 0};
-        nd_parallel(rotate_position, &job, T);
-        s->lut_of = NULL;
-        s->a8_of = NULL;
-    }
+/* Rotates x (T activations at stride `stride`) into s->xr for m, unless
+ * `prev` (the matrix last rotated for, over the same x) has the same group
+ * and width: q/k/v/gate share one rotation. */
+static void rotate_for(needle_session *s, const nd_cq *m, const nd_cq *prev, const float *x, size_t stride,
+                       uint32_t T) {
+    if (prev && prev->group == m->group && prev->cols == m->cols) return;
+    position_job job = {s, m, x, stride};
+    nd_parallel(rotate_position, &job, T);
+    s->lut_of = NULL;
+    s->a8_of = NULL;
+}
+
+/* Builds the int8 tables of s->xr for m, unless the last built serve it
+ * (the same levels: building them costs about a third of a 512-row GEMV). */
+static void tables_for(needle_session *s, const nd_cq *m, uint32_t T) {
+    if (s->lut_of && nd_cq_lut_shared(s->lut_of, m)) return;
+    position_job job = {s, m, NULL, 0};
+    nd_parallel(lut_position, &job, T);
+    s->lut_of = m;
+}
+
+/* y[T][m->rows] = m x[t] for T activations at stride `stride` (rotation
+ * shared with `prev`, see rotate_for). Fast mode takes the int8 kernels:
+ * a8 for the short archive-layout matrices, tables for the tiled ones (the
+ * loader tiles those of 8 tiles or more, where building the tables pays). */
+static void matmul(needle_session *s, const nd_cq *m, const nd_cq *prev, const float *x, size_t stride,
+                   uint32_t T, float *y) {
+    rotate_for(s, m, prev, x, stride, T);
     if (!s->exact && nd_cq_a8_fits(m)) {
-        matmul_a8(s, m, T, y);
-        return m;
-    }
-    /* Fast mode: int8 tables on tiled matrices (the loader tiles those of 8
-     * tiles or more, where building the tables pays). */
-    if (s->exact || !m->tiles) {
+        matmul_a8(s, &m, &y, 1, T);
+    } else if (s->exact || !m->tiles) {
         nd_cq_matmul(m, s->xr, T, y);
-        return m;
+    } else {
+        tables_for(s, m, T);
+        nd_cq_matmul_lut(m, s->xr, T, (const int8_t *)s->lut, s->lut_scale, y);
     }
-    if (!s->lut_of || !nd_cq_lut_shared(s->lut_of, m)) {
-        position_job job = {s, m, NULL, 0, NULL, 0};
-        nd_parallel(lut_position, &job, T);
-        s->lut_of = m;
+}
+
+/* ys[i] = ms[i] x for `count` (at most 8) matrices reading the same x. In
+ * fast mode, when all take the same int8 kernel and share its activation
+ * (tables or a8 quantisation), one rotation and one pool job serve them
+ * all; otherwise they run one after the other. */
+static void matmuls(needle_session *s, const nd_cq *const *ms, float *const *ys, uint32_t count, const float *x,
+                    size_t stride, uint32_t T) {
+    int lut = !s->exact, a8 = !s->exact;
+    for (uint32_t i = 0; i < count; i++) {
+        int same = ms[i]->cols == ms[0]->cols;
+        lut &= same && ms[i]->tiles && nd_cq_lut_shared(ms[0], ms[i]);
+        a8 &= same && nd_cq_a8_fits(ms[i]) && nd_cq_a8_shared(ms[0], ms[i]);
     }
-    nd_cq_matmul_lut(m, s->xr, T, (const int8_t *)s->lut, s->lut_scale, y);
-    return m;
+    if (!lut && !a8) {
+        for (uint32_t i = 0; i < count; i++) matmul(s, ms[i], i ? ms[i - 1] : NULL, x, stride, T, ys[i]);
+        return;
+    }
+    rotate_for(s, ms[0], NULL, x, stride, T);
+    if (a8) {
+        matmul_a8(s, ms, ys, count, T);
+        return;
+    }
+    tables_for(s, ms[0], T);
+    nd_cq_matmul_lut_many(ms, ys, count, s->xr, T, (const int8_t *)s->lut, s->lut_scale);
 }
 
 /* ---- caches --------------------------------------------------------------- */
@@ -497,10 +558,9 @@ static void attention_block(needle_session *s, uint32_t li, uint32_t p0, uint32_
     layer_job job = {s, l, li, p0};
     double clock = stage_clock(s);
     nd_parallel(norm_in_position, &job, T);
-    const nd_cq *prev = matmul(s, &l->q, NULL, s->h, d, T, s->q);
-    prev = matmul(s, &l->k, prev, s->h, d, T, s->k);
-    prev = matmul(s, &l->v, prev, s->h, d, T, s->v);
-    matmul(s, &l->gate, prev, s->h, d, T, s->gt);
+    const nd_cq *qkvg[] = {&l->q, &l->k, &l->v, &l->gate};
+    float *out[] = {s->q, s->k, s->v, s->gt};
+    matmuls(s, qkvg, out, 4, s->h, d, T);
     clock = stage_lap(s, NEEDLE_STAGE_ATTN_PROJ, clock);
     nd_parallel(qk_position, &job, T);
     attend(s, li, p0, T);
@@ -573,8 +633,9 @@ static void engram_block(needle_session *s, uint32_t site, uint32_t p0, uint32_t
     for (uint32_t t = 0; t < T; t++)
         engram_gather(s, st, s->slots + (size_t)t * tb, s->keep + (size_t)t * tb,
                       s->e + (size_t)t * width);
-    const nd_cq *prev = matmul(s, &st->key, NULL, s->e, width, T, s->ek);
-    matmul(s, &st->value, prev, s->e, width, T, s->ev);
+    const nd_cq *kv[] = {&st->key, &st->value};
+    float *out[] = {s->ek, s->ev};
+    matmuls(s, kv, out, 2, s->e, width, T);
     for (uint32_t t = 0; t < T; t++) memcpy(v0_at(s, site, p0 + t), s->ev + (size_t)t * d, d * sizeof(float));
     float inv_sqrt_d = (float)(1.0 / sqrt((double)d));
     for (uint32_t t = 0; t < T; t++) {
@@ -677,9 +738,9 @@ static void mhc_pre(needle_session *s, const nd_layer *l, uint32_t li, uint32_t 
         float r = rms_inv(x, nd), *nx = s->nx + (size_t)t * nd;
         for (uint32_t i = 0; i < nd; i++) nx[i] = x[i] * r;
     }
-    const nd_cq *prev = matmul(s, &l->phi_pre, NULL, s->nx, nd, T, s->mpre);
-    prev = matmul(s, &l->phi_post, prev, s->nx, nd, T, s->mpost);
-    matmul(s, &l->phi_res, prev, s->nx, nd, T, s->mres);
+    const nd_cq *phi[] = {&l->phi_pre, &l->phi_post, &l->phi_res};
+    float *out[] = {s->mpre, s->mpost, s->mres};
+    matmuls(s, phi, out, 3, s->nx, nd, T);
     for (uint32_t t = 0; t < T; t++) {
         const float *x = s->x + (size_t)t * nd;
         float *u = s->u + (size_t)t * d;
