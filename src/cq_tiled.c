@@ -288,7 +288,7 @@ void nd_cq_matmul(const nd_cq *m, const float *xr, uint32_t n, float *y) {
 typedef struct {
     const nd_cq *const *ms;
     float *const *ys;
-    uint32_t count, n, first[MANY_MAX + 1];
+    uint32_t n, first[MANY_MAX + 1];
     const int8_t *tables;
     const float *scales;
 } many_job;
@@ -311,10 +311,10 @@ static void many_chunk(const void *p, uint32_t c) {
 
 void nd_cq_matmul_lut_many(const nd_cq *const *ms, float *const *ys, uint32_t count, const float *xr, uint32_t n,
                            const int8_t *tables, const float *scales) {
-    many_job j = {.ms = ms, .ys = ys, .count = count, .n = n, .tables = tables, .scales = scales};
-    int split = count <= MANY_MAX && nd_threads() > 1;
+    many_job j = {.ms = ms, .ys = ys, .n = n, .tables = tables, .scales = scales};
+    int split = count <= MANY_MAX;
     for (uint32_t i = 0; i < count && split; i++) {
-        split = ms[i]->tiles >= SPLIT_MIN_TILES;
+        split = worth_splitting(ms[i]);
         j.first[i + 1] = j.first[i] + (n == 1 ? chunks_of(ms[i]->tiles, SPLIT_TILES) : chunks_of(n, SPLIT_TOKENS));
     }
     if (split) nd_parallel(many_chunk, &j, j.first[count]);

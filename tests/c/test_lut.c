@@ -195,6 +195,16 @@ static void test_lut_gemm_and_zero(void) {
             }
         }
         CHECK(ok, "bits %u group %u rows %u: batched tables differ", p.m.bits, p.m.group, rows);
+        /* Three products from one set of tables give three times the bits of one. */
+        const nd_cq *ms[] = {&p.t, &p.t, &p.t};
+        float *many = malloc(3 * 5 * rows * sizeof(float)), *ys[] = {many, many + 5 * rows, many + 10 * rows};
+        for (uint32_t n = 1; n <= 5; n += 4) {
+            nd_cq_matmul_lut(&p.t, p.xr, n, tb, sc, y);
+            nd_cq_matmul_lut_many(ms, ys, 3, p.xr, n, tb, sc);
+            for (uint32_t i = 0; i < 3; i++) ok &= same_bits(ys[i], y, (size_t)n * rows);
+        }
+        CHECK(ok, "bits %u group %u rows %u: several products differ from one", p.m.bits, p.m.group, rows);
+        free(many);
         memset(p.xr, 0, pad * sizeof(float));
         nd_cq_lut_build(&p.t, p.xr, tb, sc);
         nd_cq_matmul_lut(&p.t, p.xr, 1, tb, sc, y);
