@@ -288,13 +288,13 @@ static void matmul(needle_session *s, const nd_cq *m, const nd_cq *prev, const f
     }
 }
 
-/* ys[i] = ms[i] x for `count` (at most 8) matrices reading the same x. In
+/* ys[i] = ms[i] x for `count` matrices reading the same x. In
  * fast mode, when all take the same int8 kernel and share its activation
  * (tables or a8 quantisation), one rotation and one pool job serve them
  * all; otherwise they run one after the other. */
 static void matmuls(needle_session *s, const nd_cq *const *ms, float *const *ys, uint32_t count, const float *x,
                     size_t stride, uint32_t T) {
-    int lut = !s->exact, a8 = !s->exact;
+    int lut = !s->exact, a8 = !s->exact && count <= A8_MAX;
     for (uint32_t i = 0; i < count; i++) {
         int same = ms[i]->cols == ms[0]->cols;
         lut &= same && ms[i]->tiles && nd_cq_lut_shared(ms[0], ms[i]);
