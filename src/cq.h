@@ -36,6 +36,18 @@ typedef struct {
 /* Padded width of the activation a GEMV reads: groups * group. */
 static inline uint32_t nd_cq_padded(const nd_cq *m) { return m->groups * m->group; }
 
+/* Rows [first, first + count) of m stored in the archive layout (all of an
+ * untiled matrix, or those after a tiled one's tiles) as a matrix of their
+ * own: a row's products do not depend on the rows beside it. */
+static inline nd_cq nd_cq_rows(const nd_cq *m, uint32_t first, uint32_t count) {
+    nd_cq r = *m;
+    r.packed = m->packed + (size_t)first * m->row_bytes;
+    r.norms = m->norms + (size_t)first * m->groups * 2;
+    r.rows = count;
+    r.tiles = 0;
+    return r;
+}
+
 /* Index k of row r (the reference bit extraction). */
 uint32_t nd_cq_index(const nd_cq *m, uint32_t row, uint32_t k);
 
@@ -157,9 +169,9 @@ void nd_cqt_gemm_lut_tables_simd128(const nd_cq *m, const int8_t *tables, const 
 void nd_cq_matmul_lut(const nd_cq *m, const float *xr, uint32_t n, const int8_t *tables, const float *scales,
                       float *y);
 
-/* nd_cq_matmul_lut of `count` matrices (at most 8) that share xr and its
- * tables (nd_cq_lut_shared), ys[i] the result of ms[i]: the same bits, in
- * one hand-off to the thread pool. */
+/* nd_cq_matmul_lut of `count` matrices that share xr and its tables
+ * (nd_cq_lut_shared), ys[i] the result of ms[i]: the same bits, in one
+ * hand-off to the thread pool. */
 void nd_cq_matmul_lut_many(const nd_cq *const *ms, float *const *ys, uint32_t count, const float *xr, uint32_t n,
                            const int8_t *tables, const float *scales);
 

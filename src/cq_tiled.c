@@ -22,13 +22,8 @@ int nd_cq_tileable(const nd_cq *m) {
 
 /* The rows after the last full tile, in the archive layout, as a matrix. */
 static nd_cq tail_view(const nd_cq *m) {
-    nd_cq t = *m;
-    size_t first = (size_t)m->tiles * ND_CQ_TILE;
-    t.packed = m->packed + first * m->row_bytes;
-    t.norms = m->norms + first * m->groups * 2;
-    t.rows = m->rows - (uint32_t)first;
-    t.tiles = 0;
-    return t;
+    uint32_t first = m->tiles * ND_CQ_TILE;
+    return nd_cq_rows(m, first, m->rows - first);
 }
 
 int nd_cq_repack(nd_cq *m, uint8_t *packed, uint8_t *norms) {
@@ -220,109 +215,82 @@ void nd_cq_gather(const nd_cq *m, uint32_t row, float *out, float *scratch) {
 #endif
 
 /* ---- splitting across threads (threads.h) ----------------------------------
- * A GEMV is split by tiles, a GEMM by activations: either way each output
- * row of each activation is computed by one chunk with the whole-matrix
- * kernel's arithmetic, so the result does not depend on the thread count.
- * Matrices under SPLIT_MIN_TILES tiles stay on one thread (the hand-off would
- * cost more than it saves). */
+ * The matrices of one call (several when they read one activation, as a
+ * layer's q/k/v/gate do) run as one pool job, so they cost one hand-off. A
+ * GEMV is split by tiles, a GEMM by activations: either way each output row
+ * of each activation is computed by one chunk with the whole-matrix kernel's
+ * arithmetic, so the result does not depend on the thread count. Matrices
+ * under SPLIT_MIN_TILES tiles are not split (the hand-off would cost more
+ * than it saves): each is one chunk. */
 #define SPLIT_MIN_TILES 8u
 #define SPLIT_TILES 4u  /* tiles per GEMV chunk: 64 rows, a few microseconds of work */
 #define SPLIT_TOKENS 4u /* activations per GEMM chunk: the GEMMs' own block */
+#define SPLIT_MATRICES 8u
 
 typedef struct {
-    const nd_cq *m;
+    const nd_cq *const *ms;
+    float *const *ys;
     const float *xr;
-    float *y;
-    uint32_t n, per;
+    const int8_t *tables; /* NULL: the exact kernels */
+    const float *scales;
+    uint32_t n, split, first[SPLIT_MATRICES + 1]; /* first[i]: the chunks before matrix i */
 } split_job;
 
 static uint32_t chunk_end(uint32_t c, uint32_t per, uint32_t total) {
     return (c + 1) * per < total ? (c + 1) * per : total;
 }
 
-static void gemv_chunk(const void *p, uint32_t c) {
-    const split_job *j = p;
-    CQT_GEMV_RANGE(j->m, j->xr, j->y, c * j->per, chunk_end(c, j->per, j->m->tiles));
-}
-
-static void gemm_chunk(const void *p, uint32_t c) {
-    const split_job *j = p;
-    uint32_t t0 = c * j->per, n = chunk_end(c, j->per, j->n) - t0;
-    CQT_GEMM(j->m, j->xr + (size_t)t0 * nd_cq_padded(j->m), n, j->y + (size_t)t0 * j->m->rows);
-}
-
 static uint32_t chunks_of(uint32_t total, uint32_t per) { return (total + per - 1) / per; }
 
-static int worth_splitting(const nd_cq *m) { return m->tiles >= SPLIT_MIN_TILES && nd_threads() > 1; }
-
-/* The rows after the tiles, exact, for n activations. */
-static void tail_matmul(const nd_cq *m, const float *xr, uint32_t n, float *y) {
-    nd_cq tail = tail_view(m);
-    if (tail.rows)
-        for (uint32_t t = 0; t < n; t++)
-            nd_cq_gemv(&tail, xr + (size_t)t * nd_cq_padded(m), y + (size_t)t * m->rows + m->tiles * ND_CQ_TILE);
-}
-
-void nd_cq_matmul(const nd_cq *m, const float *xr, uint32_t n, float *y) {
-    if (!m->tiles) {
-        if (n == 1) nd_cq_gemv(m, xr, y);
-        else nd_cq_gemm(m, xr, n, y);
-        return;
-    }
-    split_job j = {.m = m, .xr = xr, .y = y, .n = n};
-    if (!worth_splitting(m)) {
-        if (n == 1) CQT_GEMV_RANGE(m, xr, y, 0, m->tiles);
-        else CQT_GEMM(m, xr, n, y);
-    } else if (n == 1) {
-        j.per = SPLIT_TILES, nd_parallel(gemv_chunk, &j, chunks_of(m->tiles, j.per));
-    } else {
-        j.per = SPLIT_TOKENS, nd_parallel(gemm_chunk, &j, chunks_of(n, j.per));
-    }
-    tail_matmul(m, xr, n, y);
-}
-
-/* Several table products as one pool job: chunk c is chunk c - first[i] of
- * matrix i, tiles of a GEMV or activations of a GEMM (as nd_cq_matmul
- * splits one matrix), so a layer's q/k/v/gate cost one hand-off, not four. */
-#define MANY_MAX 8u
-typedef struct {
-    const nd_cq *const *ms;
-    float *const *ys;
-    uint32_t n, first[MANY_MAX + 1];
-    const int8_t *tables;
-    const float *scales;
-} many_job;
-
-static void many_chunk(const void *p, uint32_t c) {
-    const many_job *j = p;
+/* Chunk c of the job: tiles of a GEMV or activations of a GEMM of one matrix. */
+static void split_chunk(const void *p, uint32_t c) {
+    const split_job *j = p;
     uint32_t i = 0;
     while (c >= j->first[i + 1]) i++;
     const nd_cq *m = j->ms[i];
     uint32_t k = c - j->first[i];
     if (j->n == 1) {
-        CQT_GEMV_LUT_TABLES_RANGE(m, j->tables, j->scales, j->ys[i], k * SPLIT_TILES,
-                                  chunk_end(k, SPLIT_TILES, m->tiles));
+        uint32_t per = j->split ? SPLIT_TILES : m->tiles, t0 = k * per, t1 = chunk_end(k, per, m->tiles);
+        if (j->tables) CQT_GEMV_LUT_TABLES_RANGE(m, j->tables, j->scales, j->ys[i], t0, t1);
+        else CQT_GEMV_RANGE(m, j->xr, j->ys[i], t0, t1);
         return;
     }
-    uint32_t t0 = k * SPLIT_TOKENS, n = chunk_end(k, SPLIT_TOKENS, j->n) - t0;
-    CQT_GEMM_LUT_TABLES(m, j->tables + t0 * nd_cq_lut_bytes(m), j->scales + (size_t)t0 * m->groups, n,
-                        j->ys[i] + (size_t)t0 * m->rows);
+    uint32_t per = j->split ? SPLIT_TOKENS : j->n, t0 = k * per, n = chunk_end(k, per, j->n) - t0;
+    float *y = j->ys[i] + (size_t)t0 * m->rows;
+    if (j->tables)
+        CQT_GEMM_LUT_TABLES(m, j->tables + t0 * nd_cq_lut_bytes(m), j->scales + (size_t)t0 * m->groups, n, y);
+    else
+        CQT_GEMM(m, j->xr + (size_t)t0 * nd_cq_padded(m), n, y);
+}
+
+/* The tiled rows of count (<= SPLIT_MATRICES) matrices as one pool job, then
+ * their tail rows (exact). */
+static void tiled_matmul(const nd_cq *const *ms, float *const *ys, uint32_t count, const float *xr, uint32_t n,
+                         const int8_t *tables, const float *scales) {
+    split_job j = {.ms = ms, .ys = ys, .xr = xr, .tables = tables, .scales = scales, .n = n, .split = 1};
+    for (uint32_t i = 0; i < count; i++) j.split &= ms[i]->tiles >= SPLIT_MIN_TILES && nd_threads() > 1;
+    for (uint32_t i = 0; i < count; i++)
+        j.first[i + 1] = j.first[i] + (!j.split ? 1 : n == 1 ? chunks_of(ms[i]->tiles, SPLIT_TILES)
+                                                              : chunks_of(n, SPLIT_TOKENS));
+    nd_parallel(split_chunk, &j, j.first[count]);
+    for (uint32_t i = 0; i < count; i++) {
+        nd_cq tail = tail_view(ms[i]);
+        for (uint32_t t = 0; t < n && tail.rows; t++)
+            nd_cq_gemv(&tail, xr + (size_t)t * nd_cq_padded(ms[i]),
+                       ys[i] + (size_t)t * ms[i]->rows + ms[i]->tiles * ND_CQ_TILE);
+    }
+}
+
+void nd_cq_matmul(const nd_cq *m, const float *xr, uint32_t n, float *y) {
+    if (m->tiles) tiled_matmul(&m, &y, 1, xr, n, NULL, NULL);
+    else if (n == 1) nd_cq_gemv(m, xr, y);
+    else nd_cq_gemm(m, xr, n, y);
 }
 
 void nd_cq_matmul_lut_many(const nd_cq *const *ms, float *const *ys, uint32_t count, const float *xr, uint32_t n,
                            const int8_t *tables, const float *scales) {
-    many_job j = {.ms = ms, .ys = ys, .n = n, .tables = tables, .scales = scales};
-    int split = count <= MANY_MAX;
-    for (uint32_t i = 0; i < count && split; i++) {
-        split = worth_splitting(ms[i]);
-        j.first[i + 1] = j.first[i] + (n == 1 ? chunks_of(ms[i]->tiles, SPLIT_TILES) : chunks_of(n, SPLIT_TOKENS));
-    }
-    if (split) nd_parallel(many_chunk, &j, j.first[count]);
-    for (uint32_t i = 0; i < count; i++) {
-        if (!split && n == 1) CQT_GEMV_LUT_TABLES_RANGE(ms[i], tables, scales, ys[i], 0, ms[i]->tiles);
-        else if (!split) CQT_GEMM_LUT_TABLES(ms[i], tables, scales, n, ys[i]);
-        tail_matmul(ms[i], xr, n, ys[i]);
-    }
+    for (uint32_t i = 0; i < count; i += SPLIT_MATRICES)
+        tiled_matmul(ms + i, ys + i, count - i < SPLIT_MATRICES ? count - i : SPLIT_MATRICES, xr, n, tables, scales);
 }
 
 void nd_cq_matmul_lut(const nd_cq *m, const float *xr, uint32_t n, const int8_t *tables, const float *scales,

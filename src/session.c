@@ -221,12 +221,9 @@ static void a8_rows(const void *ctx, uint32_t c) {
     const a8_job *j = ctx;
     uint32_t i = 0;
     while (c >= j->first[i + 1]) i++;
-    nd_cq v = *j->ms[i];
-    uint32_t r0 = (c - j->first[i]) * A8_ROWS;
-    v.rows = v.rows - r0 < A8_ROWS ? v.rows - r0 : A8_ROWS;
-    v.packed += (size_t)r0 * v.row_bytes;
-    v.norms += (size_t)r0 * v.groups * 2;
-    nd_cq_a8_gemv(&v, j->s->a8, j->ys[i] + r0);
+    uint32_t r0 = (c - j->first[i]) * A8_ROWS, rows = j->ms[i]->rows - r0;
+    nd_cq block = nd_cq_rows(j->ms[i], r0, rows < A8_ROWS ? rows : A8_ROWS);
+    nd_cq_a8_gemv(&block, j->s->a8, j->ys[i] + r0);
 }
 
 /* ys[i][T][rows] = ms[i] s->xr for `count` (at most A8_MAX) a8 matrices whose
@@ -1013,8 +1010,6 @@ static int alloc_sinks(needle_session *s, uint32_t sinks, uint8_t **kv, int32_t 
     return nd_fail(err, NEEDLE_E_NOMEM, "no memory for %u pinned positions", sinks);
 }
 
-/* The attention state of rep * ND_CHUNK queries (one KV head over a chunk),
- * one allocation. */
 /* Carves one KV head's attention buffers out of f (nq queries). */
 static float *head_carve(head_attention *ha, float *f, uint64_t nq, uint32_t hdp) {
     ha->aq = f, f += nq * hdp;
@@ -1033,6 +1028,8 @@ static float *head_carve(head_attention *ha, float *f, uint64_t nq, uint32_t hdp
     return (float *)((work + nd_attn_work_bytes(hdp) + 15) & ~(uintptr_t)15);
 }
 
+/* The attention state of every KV head: rep * ND_CHUNK queries each (one KV
+ * head over a chunk), one allocation. */
 static int attn_alloc(needle_session *s, needle_error *err) {
     const nd_geometry *g = &s->model->archive.geometry;
     uint64_t nq = (uint64_t)(g->query_heads / g->kv_heads) * ND_CHUNK, hdp = s->hdp;
