@@ -14,6 +14,7 @@
 #include <wasm_simd128.h>
 #include "attention.h"
 #include "exp_simd128.h"
+#include "rint_simd128.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define B ND_ATTN_BLOCK
@@ -31,13 +32,10 @@ INLINE v128_t reduce4_f32(v128_t a, v128_t b, v128_t c, v128_t d) {
 /* Four lanes of x / scale clamped to [-127, 127] (NaN to -127) and rounded
  * half to even, as i32: the quotient by f32x4.div as the reference divides;
  * the clamp as pmax(lo, y), pmin(hi, y), which take NaN to the bound as the
- * reference's comparisons do; the rounding by adding 1.5 * 2^23, which
- * leaves the integer in the last mantissa bits (V8 makes f32x4.nearest and
- * the saturating truncation a dozen instructions each). */
+ * reference's comparisons do. */
 INLINE v128_t quantise4(v128_t x, v128_t scale) {
     v128_t y = wasm_f32x4_pmax(wasm_f32x4_splat(-127.0f), wasm_f32x4_div(x, scale));
-    y = wasm_f32x4_pmin(wasm_f32x4_splat(127.0f), y);
-    return wasm_i32x4_sub(wasm_f32x4_add(y, wasm_f32x4_splat(12582912.0f)), wasm_i32x4_splat(0x4B400000));
+    return nd_rint4(wasm_f32x4_pmin(wasm_f32x4_splat(127.0f), y));
 }
 
 /* q[4] (i16x8) of block b of x[hd] (zeros past hd) as quantise_block forms
@@ -262,13 +260,6 @@ static void weights_i8(nd_attn *a, uint32_t i, const float *s, float mx, float *
     a->sum[i] += wasm_f32x4_extract_lane(t, 0) + wasm_f32x4_extract_lane(t, 1);
 }
 
-/* rintf of four lanes in [0, 2^22) as i32: adding 2^23 rounds to an
- * integer, half to even, left in the last mantissa bits (V8 makes
- * f32x4.nearest and the saturating truncation a dozen instructions). */
-INLINE v128_t round_small(v128_t y) {
-    return wasm_i32x4_sub(wasm_f32x4_add(y, wasm_f32x4_splat(8388608.0f)), wasm_i32x4_splat(0x4B000000));
-}
-
 /* cq[BI] = the 15-bit coefficients w[j] * V scale of values 32b.. (zeros
  * when all are below 2^-100) as add_values_ref forms them; returns the step
  * they count in (0 for zeros). */
@@ -284,8 +275,8 @@ static float coefficients(const float *w, const float *vs, int16_t *cq) {
     int ok = cmax >= 0x1p-100f;
     v128_t f = wasm_f32x4_splat(ok ? CQ_ONE / cmax : 0.0f);
     UNROLL for (uint32_t t = 0; t < BI / 8; t++)
-        wasm_v128_store(cq + 8 * t, wasm_i16x8_narrow_i32x4(round_small(wasm_f32x4_mul(c[2 * t], f)),
-                                                            round_small(wasm_f32x4_mul(c[2 * t + 1], f))));
+        wasm_v128_store(cq + 8 * t, wasm_i16x8_narrow_i32x4(nd_rint4(wasm_f32x4_mul(c[2 * t], f)),
+                                                            nd_rint4(wasm_f32x4_mul(c[2 * t + 1], f))));
     return ok ? cmax / CQ_ONE : 0.0f;
 }
 

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <wasm_simd128.h>
 #include "cq_a8.h"
+#include "rint_simd128.h"
 
 #define INLINE static inline __attribute__((always_inline))
 
@@ -115,12 +116,8 @@ INLINE uint32_t group_max_bits(const float *x, uint32_t n) {
     return (uint32_t)wasm_i32x4_extract_lane(a, 0);
 }
 
-/* round half to even(x * inv) as i32, for |x * inv| < 2^22: adding 1.5 * 2^23
- * leaves the rounded integer in the low mantissa bits. */
-INLINE v128_t rounded4(const float *x, v128_t inv) {
-    v128_t v = wasm_f32x4_add(wasm_f32x4_mul(wasm_v128_load(x), inv), wasm_f32x4_splat(0x1.8p23f));
-    return wasm_i32x4_sub(v, wasm_i32x4_splat(0x4b400000));
-}
+/* round half to even(x * inv) as i32, for |x * inv| < 2^22. */
+INLINE v128_t rounded4(const float *x, v128_t inv) { return nd_rint4(wasm_f32x4_mul(wasm_v128_load(x), inv)); }
 
 /* Bits 4: the 32 columns of one vector, slot 0 the even ones, slot 1 the odd. */
 INLINE v128_t vector_bits4(const float *x, int16_t *out, v128_t inv) {
