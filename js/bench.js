@@ -14,7 +14,6 @@
 import { readFile, stat } from 'node:fs/promises';
 import os from 'node:os';
 import { Model } from './model.js';
-import { Engine } from './engine.js';
 import { VARIANTS, chooseVariant, detectFeatures, defaultVariant, variantUrl } from './wasm.js';
 
 const DEMO = new URL('../dist/demo.cact', import.meta.url);
@@ -247,11 +246,11 @@ async function otherVariants(bytes, chosen, features, opts) {
     if (name === chosen || !variant.shipped || variant.threaded) continue; // t2 measures the threaded one
     try { chooseVariant(features, name); } catch { continue; } // the host cannot run it
     if (!(await stat(variantUrl(name)).catch(() => null))) continue;
-    const model = await modelOn(bytes, name, 1);
+    const model = await Model.fromBytes(bytes, { wasm: name, threads: 1 });
     warmUp(model);
     // One short run: a scalar build is many times slower, and this is a comparison only.
     const short = { ...opts, decodeRuns: 1, decodeSteps: Math.min(opts.decodeSteps, 8) };
-    try { rates[name] = round(decodeAt(model, 64, short)); } finally { await freeModel(model); }
+    try { rates[name] = round(decodeAt(model, 64, short)); } finally { await model.free(); }
   }
   return rates;
 }
@@ -272,23 +271,6 @@ function host(variant, features) {
     load_average: os.loadavg().map((l) => round(l)), // other work on the machine skews every figure
     variant, features,
   };
-}
-
-/** A model on an engine of `threads` threads (variant: the engine variant). */
-async function modelOn(bytes, variant, threads) {
-  const engine = await Engine.create(variant, { threads });
-  try {
-    return Model.fromMemory(engine, engine.copyIn(bytes), bytes.length);
-  } catch (error) {
-    await engine.free();
-    throw error;
-  }
-}
-
-async function freeModel(model) {
-  if (!model) return;
-  model.free();
-  await model.engine.free();
 }
 
 /** Runs fn(model) for the t1 and the t2 model (t2 only when there is one),
@@ -312,8 +294,8 @@ export async function runBench({ file, quick = false, progress = () => {} } = {}
   const bytes = new Uint8Array(await readFile(source));
   const variant = defaultVariant();
   const features = detectFeatures();
-  const model = await modelOn(bytes, variant, 1);
-  let threaded = await modelOn(bytes, undefined, 2).catch((error) => ({ error }));
+  const model = await Model.fromBytes(bytes, { wasm: variant, threads: 1 });
+  let threaded = await Model.fromBytes(bytes, { threads: 2 }).catch((error) => ({ error }));
   const t2Reason = threaded.error ? `the threaded engine failed: ${threaded.error.message}`
     : threaded.engine.threads.count < 2 ? `2 threads are not available here: ${threaded.engine.threads.reason}` : null;
   const threadsInfo = {
@@ -322,7 +304,7 @@ export async function runBench({ file, quick = false, progress = () => {} } = {}
       : { variant: threaded.engine.variant, count: threaded.engine.threads.count },
   };
   if (t2Reason) {
-    if (!threaded.error) await freeModel(threaded);
+    if (!threaded.error) await threaded.free();
     threaded = null;
   }
   const nulls = {};
@@ -368,7 +350,7 @@ export async function runBench({ file, quick = false, progress = () => {} } = {}
     const constrained = constrainedDecode(model, opts);
     if (constrained.reason) nulls.constrained_decode_tps = constrained.reason;
     progress('other engine variants');
-    await freeModel(threaded);
+    await threaded?.free();
     threaded = null;
     const variants = { [variant]: decodeTps.ctx64.t1, ...(await otherVariants(bytes, variant, features, opts)) };
     const geometry = ['vocabulary', 'hidden', 'layers', 'lanes', 'kvWindow', 'kvBits']
@@ -402,8 +384,8 @@ export async function runBench({ file, quick = false, progress = () => {} } = {}
       },
     };
   } finally {
-    await freeModel(threaded);
-    await freeModel(model);
+    await threaded?.free();
+    await model.free();
   }
 }
 

@@ -246,7 +246,8 @@ export declare class Model {
   generate(prompt: string, options?: GenerateOptions): AsyncGenerator<GeneratedPiece, void, undefined>;
   /** Highest wasm memory size seen, in bytes. */
   readonly peakMemoryBytes: number;
-  free(): void;
+  /** Frees the model; the promise settles once its engine's thread workers are gone. */
+  free(): Promise<void>;
 }
 
 /** KV cache and scratch of one conversation. */

@@ -10,7 +10,12 @@ export class Model {
   /** bytes: Uint8Array of a .cact archive; wasm and threads: Engine.create's. */
   static async fromBytes(bytes, { wasm, threads } = {}) {
     const engine = await Engine.create(wasm, { threads });
-    return Model.fromMemory(engine, engine.copyIn(bytes), bytes.length);
+    try {
+      return Model.fromMemory(engine, engine.copyIn(bytes), bytes.length);
+    } catch (error) {
+      await engine.free(); // its thread workers, if any
+      throw error;
+    }
   }
 
   /** An archive already in engine memory at ptr (js/load.js streams it
@@ -185,12 +190,12 @@ export class Model {
   get threads() { return this.engine.threads; }
 
   /** Frees the model and stops its engine's thread workers (each model
-   *  has an engine of its own). */
+   *  has an engine of its own); the promise settles once they are gone. */
   free() {
     this.engine.x.needle_model_free(this.handle);
     this.engine.x.free(this.archive);
     this.handle = 0;
-    this.engine.free();
+    return this.engine.free();
   }
 }
 

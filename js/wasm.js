@@ -228,9 +228,6 @@ export async function hostThreadFacts(validate = (bytes) => WebAssembly.validate
   };
 }
 
-/** A module importing a shared memory (limits flag 3: shared, with maximum):
- *  it validates only where WebAssembly threads do. */
-
 /**
  * The pure decision: how many threads to run and, when it is one, why.
  * requested: 'auto' (default) or a positive integer; facts: hostThreadFacts'
