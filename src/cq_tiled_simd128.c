@@ -254,13 +254,22 @@ INLINE void lut_tile(const uint8_t *codes, uint32_t vectors, const int8_t *tb, s
     }
 }
 
+/* The i32 lanes of v (|v| < 2^22) as floats: the integer added to the bits
+ * of 1.5 * 2^23 lands in the mantissa, and subtracting 1.5 * 2^23 leaves it,
+ * exactly. f32x4.convert_i32x4 gives the same, but LLVM 14 folds it with the
+ * i16 widening before it into a conversion from i16 lanes that it then
+ * splits into one scalar conversion per lane. */
+INLINE v128_t small_to_f32(v128_t v) {
+    return wasm_f32x4_sub(wasm_i32x4_add(v, wasm_i32x4_splat(0x4B400000)), wasm_f32x4_splat(MAGIC));
+}
+
 /* out[16 rows] += (norm * scale) * sum, as the reference does it. */
 INLINE void lut_add(const v128_t nv[4], float scale, const v128_t acc[2], v128_t out[4]) {
     v128_t s = wasm_f32x4_splat(scale);
     v128_t i[4] = {wasm_i32x4_extend_low_i16x8(acc[0]), wasm_i32x4_extend_high_i16x8(acc[0]),
                    wasm_i32x4_extend_low_i16x8(acc[1]), wasm_i32x4_extend_high_i16x8(acc[1])};
     for (int q = 0; q < 4; q++)
-        out[q] = wasm_f32x4_add(out[q], wasm_f32x4_mul(wasm_f32x4_mul(nv[q], s), wasm_f32x4_convert_i32x4(i[q])));
+        out[q] = wasm_f32x4_add(out[q], wasm_f32x4_mul(wasm_f32x4_mul(nv[q], s), small_to_f32(i[q])));
 }
 
 /* y[16 rows] += (norm * scale) * sum. */
