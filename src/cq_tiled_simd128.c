@@ -155,9 +155,12 @@ void nd_cqt_gemm_simd128(const nd_cq *m, const float *xr, uint32_t n, float *y) 
 
 /* ---- int8 tables -------------------------------------------------------- */
 
+/* The maxima below take f32x4.pmax (b if a < b, else a): one maxps, where
+ * f32x4.max costs V8 nine instructions for NaN and signed-zero rules that
+ * magnitudes do not need. pmax(most, a) skips a NaN a, as fmaxf does. */
 static float hmax(v128_t v) {
-    v = wasm_f32x4_max(v, wasm_i32x4_shuffle(v, v, 2, 3, 0, 1));
-    v = wasm_f32x4_max(v, wasm_i32x4_shuffle(v, v, 1, 0, 3, 2));
+    v = wasm_f32x4_pmax(v, wasm_i32x4_shuffle(v, v, 2, 3, 0, 1));
+    v = wasm_f32x4_pmax(v, wasm_i32x4_shuffle(v, v, 1, 0, 3, 2));
     return wasm_f32x4_extract_lane(v, 0);
 }
 
@@ -167,7 +170,7 @@ static float code_most(const nd_cq *m, const float *x) {
     for (uint32_t k = 0; k < m->group; k += 4) {
         v128_t a = wasm_f32x4_abs(wasm_v128_load(x + k));
         if (m->bits == 2) a = wasm_f32x4_add(a, wasm_i32x4_shuffle(a, a, 1, 0, 3, 2)); /* pair sums */
-        most = wasm_f32x4_max(most, a);
+        most = wasm_f32x4_pmax(most, a);
     }
     return hmax(most);
 }
@@ -218,7 +221,7 @@ static float tables(const nd_cq *m, float lmax, const float *x, int8_t *tb, floa
 
 static float level_max(const nd_cq *m) {
     v128_t a = wasm_f32x4_splat(0.0f);
-    for (uint32_t q = 0; q < (1u << m->bits); q += 4) a = wasm_f32x4_max(a, wasm_f32x4_abs(wasm_v128_load(m->levels + q)));
+    for (uint32_t q = 0; q < (1u << m->bits); q += 4) a = wasm_f32x4_pmax(a, wasm_f32x4_abs(wasm_v128_load(m->levels + q)));
     return hmax(a);
 }
 
