@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
-#include "rng.h"
+#include "cq_random.h"
 #include "cq_a8.h"
 #include "fp16.h"
 
@@ -28,12 +28,7 @@ static scene make_scene(uint64_t *s, uint32_t marker, uint32_t group, uint32_t r
     scene sc;
     nd_cq *m = &sc.m;
     memset(&sc, 0, sizeof sc);
-    m->rows = rows, m->cols = cols, m->group = group;
-    m->groups = (cols + group - 1) / group;
-    m->bits = marker == 5 ? 2 : marker;
-    m->row_bytes = m->groups * group * m->bits / 8;
-    for (uint32_t i = 0; i < (1u << m->bits); i++) m->levels[i] = (float)((2 * rng_unit(s) - 1) * 2.5 / sqrt(group));
-    if (marker == 5) m->levels[0] = 0, m->levels[1] = 0.1f, m->levels[2] = 0, m->levels[3] = -0.1f;
+    cq_random_shape(m, s, marker, group, rows, cols);
     size_t packed = (size_t)rows * m->row_bytes;
     sc.bytes = malloc(packed + (size_t)rows * m->groups * 2);
     for (size_t i = 0; i < packed; i++) sc.bytes[i] = (uint8_t)rng_next(s);

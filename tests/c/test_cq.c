@@ -6,8 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
-#include "rng.h"
-#include "cq.h"
+#include "cq_random.h"
 #include "fp16.h"
 #include "hadamard.h"
 
@@ -31,17 +30,8 @@ static test_matrix make_matrix(uint64_t *s, uint32_t marker, uint32_t group, uin
     test_matrix t;
     nd_cq *m = &t.m;
     memset(&t, 0, sizeof t);
-    m->rows = rows, m->cols = cols, m->group = group;
-    m->groups = (cols + group - 1) / group;
-    m->bits = marker == 5 ? 2 : marker;
-    m->row_bytes = m->groups * group * m->bits / 8;
+    cq_random_shape(m, s, marker, group, rows, cols);
     uint32_t padded = nd_cq_padded(m), count = 1u << m->bits;
-    for (uint32_t i = 0; i < 16; i++) m->levels[i] = NAN; /* must never be read */
-    for (uint32_t i = 0; i < count; i++) m->levels[i] = (float)(rng_sym(s) * 2.5 / sqrt(group));
-    if (marker == 5) {
-        float c = (float)(1.2240064 / sqrt((double)group));
-        m->levels[0] = 0, m->levels[1] = c, m->levels[2] = 0, m->levels[3] = -c;
-    }
     uint8_t *packed = calloc((size_t)rows * m->row_bytes + 1, 1);
     uint8_t *norms = malloc((size_t)rows * m->groups * 2 + 1);
     t.idx = malloc((size_t)rows * padded);

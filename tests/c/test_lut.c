@@ -10,8 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
-#include "rng.h"
-#include "cq.h"
+#include "cq_random.h"
 #include "fp16.h"
 
 
@@ -27,16 +26,8 @@ static pair make_pair(uint64_t *s, uint32_t marker, uint32_t group, uint32_t row
     pair p;
     nd_cq *m = &p.m;
     memset(&p, 0, sizeof p);
-    m->rows = rows, m->cols = cols, m->group = group;
-    m->groups = (cols + group - 1) / group;
-    m->bits = marker == 5 ? 2 : marker;
-    m->row_bytes = m->groups * group * m->bits / 8;
-    uint32_t count = 1u << m->bits, padded = nd_cq_padded(m);
-    for (uint32_t i = 0; i < 16; i++) m->levels[i] = i < count ? (float)((2 * rng_unit(s) - 1) * 2.5 / sqrt(group)) : NAN;
-    if (marker == 5) {
-        float c = (float)(1.2240064 / sqrt((double)group));
-        m->levels[0] = 0, m->levels[1] = c, m->levels[2] = 0, m->levels[3] = -c;
-    }
+    cq_random_shape(m, s, marker, group, rows, cols);
+    uint32_t padded = nd_cq_padded(m);
     size_t packed = (size_t)rows * m->row_bytes, bytes = packed + (size_t)rows * m->groups * 2;
     p.a = malloc(bytes), p.b = malloc(bytes);
     for (size_t i = 0; i < packed; i++) p.a[i] = (uint8_t)rng_next(s);
