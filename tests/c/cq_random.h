@@ -1,16 +1,18 @@
-/* cq_random.h: the header fields and random levels of a CQ matrix for the
- * kernel tests (test_cq, test_lut, test_a8), which then fill its indices
- * and norms their own way. */
+/* cq_random.h: random CQ matrices for the kernel tests (test_cq, test_lut,
+ * test_a8): the header fields and levels, and random packed bytes and norms
+ * for the tests that need no list of the indices. */
 #ifndef TEST_CQ_RANDOM_H
 #define TEST_CQ_RANDOM_H
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include "cq.h"
+#include "fp16.h"
 #include "rng.h"
 
 /* marker 2, 3 or 4 bits, or 5 for ternary levels (0, +c, 0, -c on 2-bit
  * crumbs); levels past 2^bits are NaN, so a kernel that read one shows it. */
-static void cq_random_shape(nd_cq *m, uint64_t *s, uint32_t marker, uint32_t group, uint32_t rows, uint32_t cols) {
+static inline void cq_random_shape(nd_cq *m, uint64_t *s, uint32_t marker, uint32_t group, uint32_t rows, uint32_t cols) {
     memset(m, 0, sizeof *m);
     m->rows = rows, m->cols = cols, m->group = group;
     m->groups = (cols + group - 1) / group;
@@ -22,6 +24,21 @@ static void cq_random_shape(nd_cq *m, uint64_t *s, uint32_t marker, uint32_t gro
         float c = (float)(1.2240064 / sqrt((double)group));
         m->levels[0] = 0, m->levels[1] = c, m->levels[2] = 0, m->levels[3] = -c;
     }
+}
+
+/* Bytes for m: random packed indices, then fp16 norms in [0.05, 4.05), about
+ * 2% of them subnormal (3e-6). m->packed and m->norms point into them; the
+ * caller frees them. */
+static inline uint8_t *cq_random_bytes(nd_cq *m, uint64_t *s) {
+    size_t packed = (size_t)m->rows * m->row_bytes, norms = (size_t)m->rows * m->groups;
+    uint8_t *b = malloc(packed + 2 * norms);
+    for (size_t i = 0; i < packed; i++) b[i] = (uint8_t)rng_next(s);
+    for (size_t i = 0; i < norms; i++) {
+        uint16_t h = nd_f32_to_fp16((float)(rng_unit(s) < 0.02 ? 3e-6 : 0.05 + 4.0 * rng_unit(s)));
+        b[packed + 2 * i] = (uint8_t)h, b[packed + 2 * i + 1] = (uint8_t)(h >> 8);
+    }
+    m->packed = b, m->norms = b + packed;
+    return b;
 }
 
 #endif

@@ -29,14 +29,7 @@ static scene make_scene(uint64_t *s, uint32_t marker, uint32_t group, uint32_t r
     nd_cq *m = &sc.m;
     memset(&sc, 0, sizeof sc);
     cq_random_shape(m, s, marker, group, rows, cols);
-    size_t packed = (size_t)rows * m->row_bytes;
-    sc.bytes = malloc(packed + (size_t)rows * m->groups * 2);
-    for (size_t i = 0; i < packed; i++) sc.bytes[i] = (uint8_t)rng_next(s);
-    for (size_t i = 0; i < (size_t)rows * m->groups; i++) {
-        uint16_t h = nd_f32_to_fp16((float)(0.05 + 4.0 * rng_unit(s)));
-        sc.bytes[packed + 2 * i] = (uint8_t)h, sc.bytes[packed + 2 * i + 1] = (uint8_t)(h >> 8);
-    }
-    m->packed = sc.bytes, m->norms = sc.bytes + packed;
+    sc.bytes = cq_random_bytes(m, s);
     uint32_t padded = nd_cq_padded(m);
     sc.xr = calloc(padded, sizeof(float));
     for (uint32_t k = 0; k < cols; k++) sc.xr[k] = (float)(2 * rng_unit(s) - 1);

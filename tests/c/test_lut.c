@@ -29,15 +29,9 @@ static pair make_pair(uint64_t *s, uint32_t marker, uint32_t group, uint32_t row
     cq_random_shape(m, s, marker, group, rows, cols);
     uint32_t padded = nd_cq_padded(m);
     size_t packed = (size_t)rows * m->row_bytes, bytes = packed + (size_t)rows * m->groups * 2;
-    p.a = malloc(bytes), p.b = malloc(bytes);
-    for (size_t i = 0; i < packed; i++) p.a[i] = (uint8_t)rng_next(s);
-    for (size_t i = 0; i < (size_t)rows * m->groups; i++) {
-        double v = rng_unit(s) < 0.02 ? 3e-6 : 0.05 + 4.0 * rng_unit(s); /* a few subnormal halves */
-        uint16_t h = nd_f32_to_fp16((float)v);
-        p.a[packed + 2 * i] = (uint8_t)h, p.a[packed + 2 * i + 1] = (uint8_t)(h >> 8);
-    }
+    p.a = cq_random_bytes(m, s);
+    p.b = malloc(bytes);
     memcpy(p.b, p.a, bytes);
-    m->packed = p.a, m->norms = p.a + packed;
     p.t = *m;
     p.t.packed = p.b, p.t.norms = p.b + packed;
     CHECK(nd_cq_repack(&p.t, p.b, p.b + packed) == 0, "repack failed");
