@@ -157,6 +157,20 @@ typedef struct {
     uint8_t *pad;          /* [BI][K, V row]: a short block's rows, zero rows after */
 } i8_block;
 
+/* out[b * BI + j] = scale b of row j (rows `stride` bytes apart) for rows of
+ * two scales (head dim 64): four rows a step. The block's first reads of
+ * the cache happen here, so the scalar copy of every scale, a loop of two
+ * turns per row with V8's stack check in each, cost a tenth of attention. */
+static void gather_scales2(const uint8_t *rows, size_t stride, float *out) {
+    UNROLL for (uint32_t j = 0; j < BI; j += 4) {
+        const uint8_t *r = rows + j * stride;
+        v128_t ab = wasm_i32x4_shuffle(wasm_v128_load64_zero(r), wasm_v128_load64_zero(r + stride), 0, 4, 1, 5);
+        v128_t cd = wasm_i32x4_shuffle(wasm_v128_load64_zero(r + 2 * stride), wasm_v128_load64_zero(r + 3 * stride), 0, 4, 1, 5);
+        wasm_v128_store(out + j, wasm_i32x4_shuffle(ab, cd, 0, 1, 4, 5));
+        wasm_v128_store(out + BI + j, wasm_i32x4_shuffle(ab, cd, 2, 3, 6, 7));
+    }
+}
+
 /* Row j0.. of the run as a full block: a short one copied and padded with
  * zero rows (zero scales: masked scores, zero coefficients). */
 static void load_block(const nd_kv_run *run, uint32_t j0, uint32_t hdp, i8_block *bl) {
@@ -171,6 +185,11 @@ static void load_block(const nd_kv_run *run, uint32_t j0, uint32_t hdp, i8_block
         }
         memset(bl->pad + 2 * kb * row, 0, 2 * (BI - kb) * row);
         bl->k = bl->pad, bl->v = bl->pad + row, bl->stride = 2 * row;
+    }
+    if (nb == 2) {
+        gather_scales2(bl->k, bl->stride, bl->ks);
+        gather_scales2(bl->v, bl->stride, bl->vs);
+        return;
     }
     for (uint32_t j = 0; j < BI; j++)
         for (uint32_t b = 0; b < nb; b++) {
