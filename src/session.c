@@ -89,16 +89,19 @@ static double stage_lap(needle_session *s, int stage, double since) {
 
 /* ---- small maths --------------------------------------------------------- */
 
-/* Sums of a[i] * b[i] in four interleaved partial sums, combined pairwise:
- * independent chains the compiler maps onto SIMD lanes, and one order in
- * every build (native and wasm give the same bits). */
-static float dot4(const float *a, const float *b, uint32_t n) {
-    float p[4] = {0, 0, 0, 0};
+/* Sums of a[i] * b[i] in sixteen interleaved partial sums, combined
+ * pairwise: four vectors of independent chains the compiler maps onto SIMD
+ * lanes (one vector's chain waits on its adds), and one order in every
+ * build (native and wasm give the same bits). */
+static float dot16(const float *a, const float *b, uint32_t n) {
+    float p[16] = {0};
     uint32_t i = 0;
-    for (; i + 4 <= n; i += 4)
-        for (int k = 0; k < 4; k++) p[k] += a[i + k] * b[i + k];
-    for (; i < n; i++) p[i % 4] += a[i] * b[i];
-    return (p[0] + p[1]) + (p[2] + p[3]);
+    for (; i + 16 <= n; i += 16)
+        for (int k = 0; k < 16; k++) p[k] += a[i + k] * b[i + k];
+    for (; i < n; i++) p[i % 16] += a[i] * b[i];
+    for (int w = 8; w >= 1; w /= 2)
+        for (int k = 0; k < w; k++) p[k] += p[k + w];
+    return p[0];
 }
 
 /* out[d] = mean of the n lanes x[n][d], summed lane by lane from lane 0
@@ -110,13 +113,18 @@ static void lane_mean(const float *x, uint32_t n, uint32_t d, float *out) {
     for (uint32_t i = 0; i < d; i++) out[i] /= (float)n;
 }
 
-/* 1 / sqrt(mean(v^2) + 1e-6), accumulated in double (two interleaved sums). */
+/* 1 / sqrt(mean(v^2) + 1e-6), accumulated in double in eight interleaved
+ * partial sums combined pairwise (four f64x2 chains; one was latency-bound:
+ * an add every four cycles for two values). */
 static float rms_inv(const float *v, uint32_t n) {
-    double p[2] = {0, 0};
+    double p[8] = {0};
     uint32_t i = 0;
-    for (; i + 2 <= n; i += 2) p[0] += (double)v[i] * v[i], p[1] += (double)v[i + 1] * v[i + 1];
-    if (i < n) p[0] += (double)v[i] * v[i];
-    return (float)(1.0 / sqrt((p[0] + p[1]) / n + 1e-6));
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) p[k] += (double)v[i + k] * v[i + k];
+    for (; i < n; i++) p[i % 8] += (double)v[i] * v[i];
+    for (int w = 4; w >= 1; w /= 2)
+        for (int k = 0; k < w; k++) p[k] += p[k + w];
+    return (float)(1.0 / sqrt(p[0] / n + 1e-6));
 }
 
 /* out = (1 + scale) * rms_unit(v); out may alias v. */
@@ -686,7 +694,7 @@ static void pool_probe(const void *ctx, uint32_t k) {
     const float *probe = probe_at(j->s, k, &acc);
     for (uint32_t n = 0; n < j->count; n++) {
         const float *c = j->cells + (size_t)n * d;
-        float score = dot4(c, probe, d) * inv;
+        float score = dot16(c, probe, d) * inv;
         float keep = 1.0f, w = 1.0f;
         if (score > acc[0]) {
             keep = expf(acc[0] - score); /* 0 for the first cell */
