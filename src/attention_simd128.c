@@ -162,7 +162,7 @@ typedef struct {
  * the cache happen here, so the scalar copy of every scale, a loop of two
  * turns per row with V8's stack check in each, cost a tenth of attention. */
 static void gather_scales2(const uint8_t *rows, size_t stride, float *out) {
-    UNROLL for (uint32_t j = 0; j < BI; j += 4) {
+    _Pragma("clang loop unroll(disable)") for (uint32_t j = 0; j < BI; j += 4) {
         const uint8_t *r = rows + j * stride;
         v128_t ab = wasm_i32x4_shuffle(wasm_v128_load64_zero(r), wasm_v128_load64_zero(r + stride), 0, 4, 1, 5);
         v128_t cd = wasm_i32x4_shuffle(wasm_v128_load64_zero(r + 2 * stride), wasm_v128_load64_zero(r + 3 * stride), 0, 4, 1, 5);

@@ -115,8 +115,9 @@ static void lane_mean(const float *x, uint32_t n, uint32_t d, float *out) {
 
 /* 1 / sqrt(mean(v^2) + 1e-6), accumulated in double in eight interleaved
  * partial sums combined pairwise (four f64x2 chains; one was latency-bound:
- * an add every four cycles for two values). */
-static float rms_inv(const float *v, uint32_t n) {
+ * an add every four cycles for two values). Not inlined: its vector loops
+ * would be copied into every caller for no gain. */
+__attribute__((noinline)) static float rms_inv(const float *v, uint32_t n) {
     double p[8] = {0};
     uint32_t i = 0;
     for (; i + 8 <= n; i += 8)
