@@ -758,6 +758,19 @@ static void mhc_pre(needle_session *s, const nd_layer *l, uint32_t li, uint32_t 
     }
 }
 
+/* out[i] = h y[i] + r[0] x[0][i] + ... + r[n-1] x[n-1][i] (lanes d floats
+ * apart), added in that order, in one pass; inlined with n constant for the
+ * released lane count, so the lanes unroll and i vectorises. */
+static inline __attribute__((always_inline)) void mix_lane(float *restrict out, float h, const float *restrict y,
+                                                           const float *r, const float *restrict x, uint32_t n,
+                                                           uint32_t d) {
+    for (uint32_t i = 0; i < d; i++) {
+        float o = h * y[i];
+        for (uint32_t b = 0; b < n; b++) o += r[b] * x[(size_t)b * d + i];
+        out[i] = o;
+    }
+}
+
 /* X'[a] = sum_b R[a][b] X[b] + hpost[a] * y at position t, y = block output
  * - u (scratch: its row of s->nx, free once Phi has read it). */
 static void mhc_post_position(const void *ctx, uint32_t t) {
@@ -776,12 +789,10 @@ static void mhc_post_position(const void *ctx, uint32_t t) {
     if (s->exact) sinkhorn(R, n); /* the spec's log-space iteration, as written */
     else sinkhorn_scaled(R, n);
     for (uint32_t a = 0; a < n; a++) {
-        float *out = tmp + (size_t)a * d;
-        for (uint32_t i = 0; i < d; i++) out[i] = hpost[a] * y[i];
-        for (uint32_t b = 0; b < n; b++) {
-            float r = (float)R[a * n + b];
-            for (uint32_t i = 0; i < d; i++) out[i] += r * x[(size_t)b * d + i];
-        }
+        float r[ND_MAX_LANES];
+        for (uint32_t b = 0; b < n; b++) r[b] = (float)R[a * n + b];
+        if (n == ND_MAX_LANES) mix_lane(tmp + (size_t)a * d, hpost[a], y, r, x, ND_MAX_LANES, d);
+        else mix_lane(tmp + (size_t)a * d, hpost[a], y, r, x, n, d);
     }
     memcpy(x, tmp, nd * sizeof(float));
 }
