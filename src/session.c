@@ -469,8 +469,33 @@ typedef struct {
     uint32_t layer, p0, T;
 } attend_job;
 
+/* The chunk's queries of KV head kvh and its key normed and rotated, its K
+ * and V rows cached: the heads' share of the layer's work before attention,
+ * done in the head's chunk so that it runs in parallel and stays on the
+ * thread that reads it. */
+static void qk_head(const attend_job *job, uint32_t kvh) {
+    needle_session *s = job->s;
+    const nd_layer *l = &s->model->layers[job->layer];
+    const nd_geometry *g = &s->model->archive.geometry;
+    uint32_t hd = g->head_dim, rep = g->query_heads / g->kv_heads, qw = g->query_heads * hd, kw = g->kv_heads * hd;
+    for (uint32_t t = 0; t < job->T; t++) {
+        const float *cs = s->rope + (size_t)t * hd;
+        for (uint32_t r = 0; r < rep; r++) {
+            float *qh = s->q + (size_t)t * qw + (size_t)(kvh * rep + r) * hd;
+            zcrms(qh, l->q_norm, hd, qh);
+            rope(qh, cs, hd);
+        }
+        float *kh = s->k + (size_t)t * kw + (size_t)kvh * hd;
+        zcrms(kh, l->k_norm, hd, kh);
+        rope(kh, cs, hd);
+        kv_store(s, kh, kv_row(s, job->p0 + t, job->layer, kvh, 0));
+        kv_store(s, s->v + (size_t)t * kw + (size_t)kvh * hd, kv_row(s, job->p0 + t, job->layer, kvh, 1));
+    }
+}
+
 /* Chunk kvh of an attend_job: every query of the chunk on KV head kvh over
- * the sinks, then the window, into its heads' slices of s->o. */
+ * the sinks, then the window, into its heads' slices of s->o, each times
+ * sigmoid of its gate. */
 static void attend_head(const void *ctx, uint32_t kvh) {
     const attend_job *job = ctx;
     needle_session *s = job->s;
@@ -479,6 +504,7 @@ static void attend_head(const void *ctx, uint32_t kvh) {
     uint32_t hd = g->head_dim, rep = g->query_heads / g->kv_heads, T = job->T, last = job->p0 + T - 1;
     uint32_t ns = last + 1 < s->sinks ? last + 1 : s->sinks;
     ha->attn.n = rep * T;
+    qk_head(job, kvh);
     attn_queries(s, ha, kvh, job->p0, T);
     nd_attn_reset(&ha->attn);
     ha->attn.lo = s->azero; /* a sink is visible from its own position on */
@@ -489,13 +515,15 @@ static void attend_head(const void *ctx, uint32_t kvh) {
         float *acc = ha->attn.acc + (size_t)i * s->hdp; /* CQ: rotate back (linear, so before the division) */
         if (s->kv_format == KV_CQ)
             for (uint32_t b = 0; b < s->hdp; b += ND_KV_GROUP) nd_fwht(acc + b, ND_KV_GROUP);
-        uint32_t t = i / rep, h = kvh * rep + i % rep;
-        nd_attn_finish(&ha->attn, i, hd, s->o + (size_t)t * g->query_heads * hd + (size_t)h * hd);
+        size_t at = (size_t)(i / rep) * g->query_heads * hd + (size_t)(kvh * rep + i % rep) * hd;
+        nd_attn_finish(&ha->attn, i, hd, s->o + at);
+        nd_sigmoid_mul(s->o + at, s->gt + at, hd);
     }
 }
 
-/* o[T][H*hd] = softmax-weighted cached values for the chunk's queries, the
- * KV heads in parallel (each writes only its own heads' values). */
+/* o[T][H*hd] = gated softmax-weighted cached values for the chunk's queries,
+ * the KV heads in parallel (each writes only its own heads' values and
+ * cache rows). */
 static void attend(needle_session *s, uint32_t layer, uint32_t p0, uint32_t T) {
     attend_job job = {s, layer, p0, T};
     nd_parallel(attend_head, &job, s->model->archive.geometry.kv_heads);
@@ -514,37 +542,6 @@ static void norm_in_position(const void *ctx, uint32_t t) {
     const layer_job *j = ctx;
     uint32_t d = j->s->model->archive.geometry.hidden;
     zcrms(j->s->bx + (size_t)t * d, j->l->norm_in, d, j->s->h + (size_t)t * d);
-}
-
-/* q and k of position t normed and rotated; its K and V rows cached. */
-static void qk_position(const void *ctx, uint32_t t) {
-    const layer_job *j = ctx;
-    needle_session *s = j->s;
-    const nd_geometry *g = &s->model->archive.geometry;
-    uint32_t hd = g->head_dim, qw = g->query_heads * hd, kw = g->kv_heads * hd;
-    const float *cs = s->rope + (size_t)t * hd;
-    for (uint32_t h = 0; h < g->query_heads; h++) {
-        float *qh = s->q + (size_t)t * qw + (size_t)h * hd;
-        zcrms(qh, j->l->q_norm, hd, qh);
-        rope(qh, cs, hd);
-    }
-    for (uint32_t h = 0; h < g->kv_heads; h++) {
-        float *kh = s->k + (size_t)t * kw + (size_t)h * hd;
-        zcrms(kh, j->l->k_norm, hd, kh);
-        rope(kh, cs, hd);
-        kv_store(s, kh, kv_row(s, j->p0 + t, j->li, h, 0));
-        kv_store(s, s->v + (size_t)t * kw + (size_t)h * hd, kv_row(s, j->p0 + t, j->li, h, 1));
-    }
-}
-
-/* o *= sigmoid(gate) at position t. */
-static void gate_position(const void *ctx, uint32_t t) {
-    const layer_job *j = ctx;
-    const nd_geometry *g = &j->s->model->archive.geometry;
-    size_t qw = (size_t)g->query_heads * g->head_dim;
-    float *o = j->s->o + t * qw;
-    const float *gt = j->s->gt + t * qw;
-    nd_sigmoid_mul(o, gt, qw);
 }
 
 /* bx += attn_gate * zcrms(a, post_norm) at position t. */
@@ -568,9 +565,7 @@ static void attention_block(needle_session *s, uint32_t li, uint32_t p0, uint32_
     float *out[] = {s->q, s->k, s->v, s->gt};
     matmuls(s, qkvg, out, 4, s->h, d, T);
     clock = stage_lap(s, NEEDLE_STAGE_ATTN_PROJ, clock);
-    nd_parallel(qk_position, &job, T);
     attend(s, li, p0, T);
-    nd_parallel(gate_position, &job, T);
     clock = stage_lap(s, NEEDLE_STAGE_ATTENTION, clock);
     matmul(s, &l->out, NULL, s->o, qw, T, s->a);
     nd_parallel(post_norm_position, &job, T);
