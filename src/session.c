@@ -529,12 +529,12 @@ static void attend(needle_session *s, uint32_t layer, uint32_t p0, uint32_t T) {
     nd_parallel(attend_head, &job, s->model->archive.geometry.kv_heads);
 }
 
-/* A layer's per-position work over a chunk from position p0, as a pool job
- * (chunk = position within the chunk). */
+/* A layer's per-position work over a chunk, as a pool job (chunk = position
+ * within the chunk). */
 typedef struct {
     needle_session *s;
     const nd_layer *l;
-    uint32_t li, p0;
+    uint32_t li;
 } layer_job;
 
 /* h = zcrms(bx, norm_in) at position t. */
@@ -558,7 +558,7 @@ static void attention_block(needle_session *s, uint32_t li, uint32_t p0, uint32_
     const nd_geometry *g = &s->model->archive.geometry;
     const nd_layer *l = &s->model->layers[li];
     uint32_t d = g->hidden, qw = g->query_heads * g->head_dim;
-    layer_job job = {s, l, li, p0};
+    layer_job job = {s, l, li};
     double clock = stage_clock(s);
     nd_parallel(norm_in_position, &job, T);
     const nd_cq *qkvg[] = {&l->q, &l->k, &l->v, &l->gate};
@@ -591,7 +591,7 @@ static void mlp_position(const void *ctx, uint32_t t) {
 }
 
 static void mlp_block(needle_session *s, const nd_layer *l, uint32_t T) {
-    layer_job job = {s, l, 0, 0};
+    layer_job job = {s, l, 0};
     nd_parallel(mlp_position, &job, T);
 }
 
@@ -797,7 +797,7 @@ static void mhc_post_position(const void *ctx, uint32_t t) {
 static void mhc_post(needle_session *s, const nd_layer *l, uint32_t li, uint32_t T) {
     const needle_model *m = s->model;
     uint32_t n = m->archive.geometry.lanes, d = m->archive.geometry.hidden;
-    layer_job job = {s, l, li, 0};
+    layer_job job = {s, l, li};
     nd_parallel(mhc_post_position, &job, T);
     if (!m->head_count) return;
     uint32_t count = 0; /* the lane means of the non-pad positions, into u (free now) */
