@@ -730,27 +730,39 @@ static void embed(needle_session *s, uint32_t T) {
     pool_cells(s, s->u, count);
 }
 
-/* u = sum_j hpre[j] X[j] from the mHC pre mix (with lane offsets). */
-static void mhc_pre(needle_session *s, const nd_layer *l, uint32_t li, uint32_t T) {
-    const nd_geometry *g = &s->model->archive.geometry;
-    uint32_t n = g->lanes, d = g->hidden, nd = n * d, c = li % n;
-    for (uint32_t t = 0; t < T; t++) {
-        const float *x = s->x + (size_t)t * nd;
-        float r = rms_inv(x, nd), *nx = s->nx + (size_t)t * nd;
-        for (uint32_t i = 0; i < nd; i++) nx[i] = x[i] * r;
+/* nx = rms_unit(X) at position t, the lanes taken as one vector. */
+static void mhc_norm_position(const void *ctx, uint32_t t) {
+    const layer_job *j = ctx;
+    uint32_t nd = j->s->model->archive.geometry.lanes * j->s->model->archive.geometry.hidden;
+    const float *x = j->s->x + (size_t)t * nd;
+    float r = rms_inv(x, nd), *nx = j->s->nx + (size_t)t * nd;
+    for (uint32_t i = 0; i < nd; i++) nx[i] = x[i] * r;
+}
+
+/* u = sum_j hpre[j] X[j] at position t (with lane offsets). */
+static void mhc_mix_position(const void *ctx, uint32_t t) {
+    const layer_job *j = ctx;
+    const needle_session *s = j->s;
+    const nd_layer *l = j->l;
+    uint32_t n = s->model->archive.geometry.lanes, d = s->model->archive.geometry.hidden, c = j->li % n;
+    const float *x = s->x + (size_t)t * n * d;
+    float *u = s->u + (size_t)t * d;
+    memset(u, 0, d * sizeof(float));
+    for (uint32_t a = 0; a < n; a++) {
+        float hp = nd_sigmoid(l->a_pre * s->mpre[t * n + a] + l->b_pre[a] + (a == c ? 4.0f : -4.0f));
+        for (uint32_t i = 0; i < d; i++) u[i] += hp * x[(size_t)a * d + i];
     }
+}
+
+/* u = sum_j hpre[j] X[j] from the mHC pre mix, positions in parallel. */
+static void mhc_pre(needle_session *s, const nd_layer *l, uint32_t li, uint32_t T) {
+    uint32_t nd = s->model->archive.geometry.lanes * s->model->archive.geometry.hidden;
+    layer_job job = {s, l, li};
+    nd_parallel(mhc_norm_position, &job, T);
     const nd_cq *phi[] = {&l->phi_pre, &l->phi_post, &l->phi_res};
     float *out[] = {s->mpre, s->mpost, s->mres};
     matmuls(s, phi, out, 3, s->nx, nd, T);
-    for (uint32_t t = 0; t < T; t++) {
-        const float *x = s->x + (size_t)t * nd;
-        float *u = s->u + (size_t)t * d;
-        memset(u, 0, d * sizeof(float));
-        for (uint32_t j = 0; j < n; j++) {
-            float hp = nd_sigmoid(l->a_pre * s->mpre[t * n + j] + l->b_pre[j] + (j == c ? 4.0f : -4.0f));
-            for (uint32_t i = 0; i < d; i++) u[i] += hp * x[(size_t)j * d + i];
-        }
-    }
+    nd_parallel(mhc_mix_position, &job, T);
 }
 
 /* out[i] = h y[i] + r[0] x[0][i] + ... + r[n-1] x[n-1][i] (lanes d floats
