@@ -157,17 +157,18 @@ typedef struct {
     uint8_t *pad;          /* [BI][K, V row]: a short block's rows, zero rows after */
 } i8_block;
 
-/* out[b * BI + j] = scale b of row j (rows `stride` bytes apart) for rows of
- * two scales (head dim 64): four rows a step. The block's first reads of
- * the cache happen here, so the scalar copy of every scale, a loop of two
- * turns per row with V8's stack check in each, cost a tenth of attention. */
-static void gather_scales2(const uint8_t *rows, size_t stride, float *out) {
-    _Pragma("clang loop unroll(disable)") for (uint32_t j = 0; j < BI; j += 4) {
+/* out[b * BI + j] = scale b of row j (rows `stride` bytes apart, nb scales
+ * each), four rows a step. The block's first reads of the cache happen
+ * here, so a scalar copy of every scale, one loop turn each with V8's stack
+ * check, cost a tenth of attention. */
+static void gather_scales(const uint8_t *rows, size_t stride, uint32_t nb, float *out) {
+    for (uint32_t j = 0; j < BI; j += 4) {
         const uint8_t *r = rows + j * stride;
-        v128_t ab = wasm_i32x4_shuffle(wasm_v128_load64_zero(r), wasm_v128_load64_zero(r + stride), 0, 4, 1, 5);
-        v128_t cd = wasm_i32x4_shuffle(wasm_v128_load64_zero(r + 2 * stride), wasm_v128_load64_zero(r + 3 * stride), 0, 4, 1, 5);
-        wasm_v128_store(out + j, wasm_i32x4_shuffle(ab, cd, 0, 1, 4, 5));
-        wasm_v128_store(out + BI + j, wasm_i32x4_shuffle(ab, cd, 2, 3, 6, 7));
+        for (uint32_t b = 0; b < nb; b++) {
+            float f[4];
+            for (int k = 0; k < 4; k++) memcpy(&f[k], r + k * stride + 4 * b, 4);
+            wasm_v128_store(out + b * BI + j, wasm_f32x4_make(f[0], f[1], f[2], f[3]));
+        }
     }
 }
 
@@ -186,16 +187,8 @@ static void load_block(const nd_kv_run *run, uint32_t j0, uint32_t hdp, i8_block
         memset(bl->pad + 2 * kb * row, 0, 2 * (BI - kb) * row);
         bl->k = bl->pad, bl->v = bl->pad + row, bl->stride = 2 * row;
     }
-    if (nb == 2) {
-        gather_scales2(bl->k, bl->stride, bl->ks);
-        gather_scales2(bl->v, bl->stride, bl->vs);
-        return;
-    }
-    for (uint32_t j = 0; j < BI; j++)
-        for (uint32_t b = 0; b < nb; b++) {
-            memcpy(bl->ks + b * BI + j, bl->k + j * bl->stride + 4 * b, 4);
-            memcpy(bl->vs + b * BI + j, bl->v + j * bl->stride + 4 * b, 4);
-        }
+    gather_scales(bl->k, bl->stride, nb, bl->ks);
+    gather_scales(bl->v, bl->stride, nb, bl->vs);
 }
 
 /* Integer dot of 32 values of one K row (widened w0..w3) with a query's. */
