@@ -1,0 +1,336 @@
+"""The Needle 2 architecture in PyTorch, written from shared/spec/needle2-model.md.
+
+One batch of right-padded sequences runs every position at once (causal
+attention over the whole sequence: the demo model's sequences are shorter than
+its window). Parameters carry the canonical tensor names of js/cact-format.js,
+so export is a name-for-name copy. Two training-time numerics:
+
+  qat  every CQ matrix is fake-quantised as the exporter quantises it (per
+       group: Hadamard rotation, L2 norm, nearest level, fp16 norm, rotation
+       back) with a straight-through gradient;
+  a8   per-vector int8 fake quantisation at the spec's four A8 points.
+
+Both off and float64 weights give the reference forward the engine's exact
+mode is compared against.
+"""
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+EPS = 1e-6
+SINKHORN_ITERATIONS = 20
+ENGRAM_SEED = 0x9E3779B9
+ENGRAM_PRIME = 0x01000193
+HEAD_SHAPES = {"contrastive": (4, 128), "confidence": (8, 1)}
+
+# Lloyd-Max levels of a unit Gaussian (js/cact-format.js LLOYD_MAX_LEVELS).
+LLOYD_MAX = {
+    2: [-1.5066708475715247, -0.4514406093934405, 0.4529474939511613, 1.5099326242547164],
+    4: [-2.709990028558534, -2.0444556051349223, -1.5947570221842275, -1.2333361910827123,
+        -0.9222139662739897, -0.6395373737252813, -0.37266394934485414, -0.11445072030649898,
+        0.14380628677643076, 0.4039889754802918, 0.6726933686864702, 0.9614053009735016,
+        1.275525783123495, 1.6370587960592822, 2.0844263722579237, 2.7410141261982846],
+    3: [-2.141247862845774, -1.3337164609389893, -0.7483982925010272, -0.23774016363616238,
+        0.2500446195658646, 0.7555868210708537, 1.3379826350451236, 2.1476362705161427],
+}
+
+
+def hadamard(n, dtype=torch.float32):
+    """The n-point normalised Walsh-Hadamard matrix, Sylvester order."""
+    h = torch.ones(1, 1, dtype=torch.float64)
+    while h.shape[0] < n:
+        h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
+    return (h / math.sqrt(n)).to(dtype)
+
+
+def rms_unit(v):
+    return v * torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + EPS)
+
+
+def zcrms(v, scale):
+    return (1 + scale) * rms_unit(v)
+
+
+def fake_a8(v):
+    """Per-vector int8: scale absmax/127, round half to even, clip [-128, 127]."""
+    scale = v.detach().abs().amax(-1, keepdim=True) / 127
+    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+    q = torch.clamp(torch.round(v / scale), -128, 127) * scale
+    return v + (q - v).detach()
+
+
+def cq_dequantised(w, bits, group, had):
+    """The dense matrix the exporter's CQ quantisation of w reconstructs.
+    Nearest level with ties to the lower one; the norm rounded to fp16."""
+    rows, cols = w.shape
+    padded = -(-cols // group) * group
+    x = F.pad(w, (0, padded - cols)).reshape(rows, padded // group, group)
+    r = x @ had
+    norm = r.norm(dim=-1, keepdim=True)
+    levels = torch.tensor(LLOYD_MAX[bits], dtype=w.dtype) / math.sqrt(group)
+    u = r / norm.clamp_min(1e-12)
+    idx = torch.bucketize(u, (levels[1:] + levels[:-1]) / 2)
+    q = levels[idx] * norm.half().to(w.dtype)
+    return (q @ had).reshape(rows, padded)[:, :cols]
+
+
+def sinkhorn(logits):
+    """20 x {rows, then columns} log-normalisation, then exp; [..., n, n]."""
+    a = logits
+    for _ in range(SINKHORN_ITERATIONS):
+        a = a - torch.logsumexp(a, -1, keepdim=True)
+        a = a - torch.logsumexp(a, -2, keepdim=True)
+    return a.exp()
+
+
+def rope_tables(positions, hd, theta, dtype):
+    """cos and sin [T, hd/2] of the half-split rotation."""
+    m = torch.arange(hd // 2, dtype=torch.float64)
+    freq = theta ** (-2 * m / hd)
+    angle = positions.to(torch.float64)[:, None] * freq[None, :]
+    return angle.cos().to(dtype), angle.sin().to(dtype)
+
+
+def rope(x, cos, sin):
+    half = x.shape[-1] // 2
+    a, b = x[..., :half], x[..., half:]
+    return torch.cat([a * cos - b * sin, b * cos + a * sin], -1)
+
+
+def engram_slots(ids, geometry):
+    """Slot index [B, T, tables] and existence [B, T, tables] of every
+    position's n-grams (spec section 3, engram sites): the hash over
+    T[p], T[p-1], ... with missing tokens as 0."""
+    B, T = ids.shape
+    g = geometry
+    heads = g["engramTables"] // g["orderCount"]
+    tok = ids.to(torch.int64)
+    slots = torch.zeros(B, T, g["engramTables"], dtype=torch.int64)
+    exists = torch.zeros(B, T, g["engramTables"], dtype=torch.bool)
+    pos = torch.arange(T)
+    mask32 = 0xFFFFFFFF
+    for o in range(g["orderCount"]):
+        order = g["orders"][o]
+        shifted = [F.pad(tok, (j, 0))[:, :T] for j in range(order)]  # T[p-j], 0 if missing
+        for e in range(heads):
+            t = o * heads + e
+            acc = torch.full((B, T), (ENGRAM_SEED * (t + 1)) & mask32, dtype=torch.int64)
+            for j in range(order):
+                acc = ((acc ^ shifted[j]) * ENGRAM_PRIME) & mask32
+            acc = acc ^ (acc >> 15)
+            slots[:, :, t] = acc % g["engramSlots"]
+            exists[:, :, t] = (pos >= order - 1)[None, :]
+    return slots, exists
+
+
+class Needle(torch.nn.Module):
+    def __init__(self, g, bits, group, heads=("contrastive", "confidence")):
+        super().__init__()
+        self.g, self.bits, self.group = g, bits, group
+        d, n, L, hd = g["hidden"], g["lanes"], g["layers"], g["headDimension"]
+        H, KV, N = g["queryHeads"], g["kvHeads"], g["hadamardDimension"]
+        tables, sub = g["engramTables"], g["engramSubDimension"]
+        self.p = torch.nn.ParameterDict()
+
+        def add(name, *shape, std=0.0, fill=None):
+            t = torch.full(shape, float(fill)) if fill is not None else torch.randn(*shape) * std
+            self.p[name.replace(".", "__")] = torch.nn.Parameter(t)
+
+        add("embedding", g["vocabulary"], d, std=1 / math.sqrt(d))
+        for i in range(L):
+            pre = f"layer{i:02d}."
+            add(pre + "norm_in", d, fill=0)
+            add(pre + "q_proj", H * hd, d, std=1 / math.sqrt(d))
+            add(pre + "k_proj", KV * hd, d, std=1 / math.sqrt(d))
+            add(pre + "v_proj", KV * hd, d, std=1 / math.sqrt(d))
+            add(pre + "q_norm", hd, fill=0)
+            add(pre + "k_norm", hd, fill=0)
+            add(pre + "gate_proj", H * hd, d, std=1 / math.sqrt(d))
+            add(pre + "out_proj", d, H * hd, std=0.5 / math.sqrt(H * hd * L))
+            add(pre + "post_norm", d, fill=0)
+            add(pre + "attn_gate", 1, fill=0)
+            add(pre + "pre_hada", d, fill=0)
+            for k in ("d1", "d2"):
+                self.p[pre.replace(".", "__") + k] = torch.nn.Parameter(
+                    torch.randint(0, 2, (N,)).float() * 2 - 1)
+            add(pre + "d3", N, std=0.1 / math.sqrt(L))
+        add("mhc.a_pre", L, fill=1)
+        add("mhc.a_post", L, fill=1)
+        add("mhc.a_res", L, fill=1)
+        add("mhc.b_pre", L, n, fill=0)
+        add("mhc.b_post", L, n, fill=0)
+        self.p["mhc__b_res"] = torch.nn.Parameter(torch.eye(n).repeat(L, 1, 1) * 2)
+        add("mhc.phi_pre", L * n, n * d, std=0.02)
+        add("mhc.phi_post", L * n, n * d, std=0.02)
+        add("mhc.phi_res", L * n * n, n * d, std=0.02)
+        for s in range(g["siteCount"]):
+            pre = f"engram{s}."
+            add(pre + "tables", tables * g["engramSlots"], sub, std=1.0)
+            add(pre + "key_proj", d, tables * sub, std=1 / math.sqrt(tables * sub))
+            add(pre + "value_proj", d, tables * sub, std=0.1 / math.sqrt(tables * sub))
+            add(pre + "taps", g["engramTaps"], d, fill=0.5)
+        add("final_norm", d, fill=0)
+        self.heads = list(heads)
+        for kind in self.heads:
+            P, out = HEAD_SHAPES[kind]
+            add(f"{kind}_head.probes", P, d, std=1.0)
+            add(f"{kind}_head.proj", out, P * d, std=1 / math.sqrt(P * d))
+            add(f"{kind}_head.bias", out, fill=0)
+        self.register_buffer("had_group", hadamard(group), persistent=False)
+        self.register_buffer("had_mlp", hadamard(N), persistent=False)
+        self.qat = False
+        self.a8 = False
+
+    # ---- parameters -------------------------------------------------------
+
+    def names(self):
+        return [k.replace("__", ".") for k in self.p.keys()]
+
+    def raw(self, name):
+        return self.p[name.replace(".", "__")]
+
+    def w(self, name):
+        """A CQ matrix as the model computes with it: fake-quantised when qat."""
+        t = self.raw(name)
+        if not self.qat:
+            return t
+        had = self.had_group.to(t.dtype)
+        return t + (cq_dequantised(t.detach(), self.bits(name), self.group, had) - t).detach()
+
+    def a8q(self, v):
+        return fake_a8(v) if self.a8 else v
+
+    # ---- the forward pass ---------------------------------------------------
+
+    def forward(self, ids, want_cells=False, want_hidden=False):
+        """ids [B, T] -> logits [B, T, V] (and the cells [B, T, L+1, d]), or
+        with want_hidden the final hidden states [B, T, d] the logits read."""
+        g = self.g
+        B, T = ids.shape
+        d, n, L = g["hidden"], g["lanes"], g["layers"]
+        E = self.w("embedding")
+        x0 = E[ids] * math.sqrt(d)
+        X = x0.unsqueeze(2).expand(B, T, n, d)
+        cells = [x0] if want_cells else None
+        dtype = x0.dtype
+        cos, sin = rope_tables(torch.arange(T), g["headDimension"], g["ropeTheta"], dtype)
+        engram = self.engram_values(ids) if g["siteCount"] else None
+        for i in range(L):
+            X, _ = self.layer(i, X, cos, sin, engram)
+            if want_cells:
+                cells.append(X.mean(2))
+        x = self.a8q(zcrms(X.mean(2), self.raw("final_norm")))
+        if want_hidden:
+            return x
+        logits = x @ E.t()
+        return (logits, torch.stack(cells, 2)) if want_cells else logits
+
+    def logits_at(self, x):
+        """Logits of final hidden states x [..., d] (tied embedding)."""
+        return x @ self.w("embedding").t()
+
+    def mhc(self, i, X):
+        g = self.g
+        n = g["lanes"]
+        B, T = X.shape[:2]
+        nx = rms_unit(X.reshape(B, T, n * g["hidden"]))
+        c = i % n
+        pre_off = torch.full((n,), -4.0, dtype=X.dtype); pre_off[c] = 4.0
+        post_off = torch.full((n,), -4.0, dtype=X.dtype); post_off[c] = 0.0
+        pre = nx @ self.w("mhc.phi_pre")[i * n:(i + 1) * n].t()
+        post = nx @ self.w("mhc.phi_post")[i * n:(i + 1) * n].t()
+        res = nx @ self.w("mhc.phi_res")[i * n * n:(i + 1) * n * n].t()
+        hpre = torch.sigmoid(self.raw("mhc.a_pre")[i] * pre + self.raw("mhc.b_pre")[i] + pre_off)
+        hpost = 2 * torch.sigmoid(self.raw("mhc.a_post")[i] * post + self.raw("mhc.b_post")[i] + post_off)
+        R = sinkhorn(self.raw("mhc.a_res")[i] * res.reshape(B, T, n, n) + self.raw("mhc.b_res")[i])
+        return hpre, hpost, R
+
+    def layer(self, i, X, cos, sin, engram):
+        hpre, hpost, R = self.mhc(i, X)
+        u = (hpre.unsqueeze(-1) * X).sum(2)
+        bx = u
+        sites = list(self.g["sites"][: self.g["siteCount"]])
+        if i in sites:
+            ek, ev = engram[sites.index(i)]
+            alpha = torch.sigmoid((rms_unit(u) * rms_unit(ek)).sum(-1, keepdim=True) / math.sqrt(self.g["hidden"]))
+            bx = u + alpha * ev
+        y = self.block(i, bx, cos, sin) - u
+        n = self.g["lanes"]
+        lanes = [sum(R[:, :, a, b, None] * X[:, :, b] for b in range(n)) + hpost[:, :, a, None] * y
+                 for a in range(n)]
+        return torch.stack(lanes, 2), y
+
+    def block(self, i, x, cos, sin):
+        pre = f"layer{i:02d}."
+        r = lambda k: self.raw(pre + k)
+        a = zcrms(self.attention(i, zcrms(x, r("norm_in")), cos, sin), r("post_norm"))
+        x = x + torch.sigmoid(r("attn_gate")) * a
+        return x + self.hadamard_mlp(zcrms(x, r("pre_hada")), r("d1"), r("d2"), r("d3"))
+
+    def hadamard_mlp(self, h, d1, d2, d3):
+        d, N = h.shape[-1], d1.shape[0]
+        had = self.had_mlp.to(h.dtype)
+        z = (F.pad(h, (0, N - d)) * d1) @ had
+        z = F.silu(d2 * z) @ had
+        return (d3 * z)[..., :d]
+
+    def attention(self, i, h, cos, sin):
+        g = self.g
+        pre = f"layer{i:02d}."
+        B, T, _ = h.shape
+        H, KV, hd = g["queryHeads"], g["kvHeads"], g["headDimension"]
+        h = self.a8q(h)
+        q = (h @ self.w(pre + "q_proj").t()).view(B, T, H, hd)
+        k = (h @ self.w(pre + "k_proj").t()).view(B, T, KV, hd)
+        v = (h @ self.w(pre + "v_proj").t()).view(B, T, KV, hd)
+        q = rope(zcrms(q, self.raw(pre + "q_norm")), cos[:, None], sin[:, None])
+        k = rope(zcrms(k, self.raw(pre + "k_norm")), cos[:, None], sin[:, None])
+        # [B, KV, rep, T, hd]: the query heads of one KV group share its keys.
+        rep = H // KV
+        q = q.view(B, T, KV, rep, hd).permute(0, 2, 3, 1, 4)
+        k = k.permute(0, 2, 1, 3).unsqueeze(2)
+        v = v.permute(0, 2, 1, 3).unsqueeze(2)
+        scores = (q @ k.transpose(-1, -2)) / math.sqrt(hd)
+        causal = torch.ones(T, T, dtype=torch.bool).tril()
+        scores = scores.masked_fill(~causal, float("-inf"))
+        o = (scores.softmax(-1) @ v).permute(0, 3, 1, 2, 4).reshape(B, T, H * hd)
+        gated = o * torch.sigmoid(h @ self.w(pre + "gate_proj").t())
+        return self.a8q(gated) @ self.w(pre + "out_proj").t()
+
+    def engram_values(self, ids):
+        """Per site: (ek, ev) [B, T, d] of every position."""
+        g = self.g
+        B, T = ids.shape
+        slots, exists = engram_slots(ids, g)
+        out = []
+        for s in range(g["siteCount"]):
+            pre = f"engram{s}."
+            tables = self.w(pre + "tables")
+            rows = slots + torch.arange(g["engramTables"]) * g["engramSlots"]
+            e = tables[rows] * exists.unsqueeze(-1).to(tables.dtype)  # [B, T, tables, sub]
+            e = self.a8q(e.reshape(B, T, -1))
+            k = e @ self.w(pre + "key_proj").t()
+            v0 = e @ self.w(pre + "value_proj").t()
+            taps = self.raw(pre + "taps")
+            ev = torch.zeros_like(v0)
+            for m in range(g["engramTaps"]):
+                shift = m * g["engramDilation"]
+                if shift < T:
+                    ev = ev + taps[m] * F.pad(v0, (0, 0, shift, 0))[:, :T]
+            out.append((k, ev))
+        return out
+
+    # ---- probe heads ----------------------------------------------------------
+
+    def head(self, kind, cells, valid):
+        """cells [B, T, L+1, d], valid [B, T] -> head output [B, out]."""
+        B, T, C, d = cells.shape
+        probes = self.raw(f"{kind}_head.probes")
+        flat = cells.reshape(B, T * C, d)
+        scores = flat @ probes.t() / math.sqrt(d)  # [B, T*C, P]
+        keep = valid.unsqueeze(-1).expand(B, T, C).reshape(B, T * C, 1)
+        weights = scores.masked_fill(~keep, float("-inf")).softmax(1)
+        pooled = torch.einsum("bcp,bcd->bpd", weights, flat).reshape(B, -1)
+        return pooled @ self.raw(f"{kind}_head.proj").t() + self.raw(f"{kind}_head.bias")
