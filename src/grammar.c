@@ -9,16 +9,77 @@
  *
  * Every accepted byte keeps the output a prefix that can still be completed
  * into a value valid under the schemas, so the mask never dead-ends and the
- * result always validates. The decisions taken on JSON Schema are listed in
- * the file each concerns. */
+ * result always validates. Every schema is decided when it compiles: it has
+ * a shortest value the completion finds, or the error names the tool and
+ * the pointer of the part that has none. No part recurses with the input.
+ * The decisions taken on JSON Schema are listed in the file each concerns. */
 #include "grammar.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "archive.h" /* nd_fail */
 #include "grammar_internal.h"
 #include "json.h"
+
+/* Nesting the tools JSON may have: a tool the agent accepted (its JSON
+ * compacts at depth 128) inside the tools array always parses, so its
+ * schema errors come from the compiler, naming the tool and the pointer. */
+#define ND_TOOLS_JSON_DEPTH 130
+
+/* The tools JSON nests deeper than ND_TOOLS_JSON_DEPTH: names the tool
+ * holding the deep part (its "name" when the element has one, wherever it
+ * stands) in err. A byte scan with a depth counter, not a parse: it never
+ * recurses. Returns 0 when the text is not too deep (the parse failed for
+ * another reason, and its message stands). */
+static int too_deep(const char *s, size_t n, needle_error *err) {
+    int depth = 0, deep = 0, after_name = 0, key_is_name = 0;
+    size_t tool = 0, deep_at = 0, name = SIZE_MAX, name_end = 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (ch == '"') { /* a string: skip it; at the tool object's level it is a key or a value */
+            size_t st = i;
+            for (i++; i < n && s[i] != '"'; i++)
+                if (s[i] == '\\') i++;
+            if (depth == 2 && after_name && name == SIZE_MAX) name = st, name_end = i + 1;
+            else if (depth == 2) key_is_name = i - st == 5 && !memcmp(s + st, "\"name", 5);
+            after_name = 0;
+            continue;
+        }
+        if (ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r') continue;
+        if (ch == ':' && depth == 2) { after_name = key_is_name, key_is_name = 0; continue; }
+        after_name = 0;
+        if (ch == '{' || ch == '[') {
+            if (++depth > ND_TOOLS_JSON_DEPTH && !deep) deep = 1, deep_at = i;
+        } else if (ch == '}' || ch == ']') {
+            if (--depth <= 1 && deep) break;
+        } else if (ch == ',' && depth == 1) {
+            tool++, name = SIZE_MAX;
+        }
+    }
+    if (!deep) return 0;
+    nd_json *d = name != SIZE_MAX ? nd_json_parse(s + name, name_end - name, 1, NULL) : NULL;
+    const nd_jv *v = d ? nd_json_root(d) : NULL;
+    if (v && v->type == ND_JSTRING) {
+        char shown[200];
+        size_t w = 0;
+        for (size_t i = 0; i < v->len && w + 8 < sizeof shown; i++) {
+            unsigned char c = (unsigned char)v->str[i];
+            if (i == 60) { memcpy(shown + w, "...", 3), w += 3; break; }
+            if (c == '"' || c == '\\') shown[w++] = '\\', shown[w++] = (char)c;
+            else if (c < 0x20 || c == 0x7F) w += (size_t)snprintf(shown + w, sizeof shown - w, "\\u%04x", c);
+            else shown[w++] = (char)c;
+        }
+        shown[w] = 0;
+        nd_fail(err, NEEDLE_E_SCHEMA, "tool \"%s\": its JSON nests deeper than %d levels (byte %zu)", shown,
+                ND_TOOLS_JSON_DEPTH, deep_at);
+    } else
+        nd_fail(err, NEEDLE_E_SCHEMA, "tools[%zu]: its JSON nests deeper than %d levels (byte %zu)", tool,
+                ND_TOOLS_JSON_DEPTH, deep_at);
+    nd_json_free(d);
+    return 1;
+}
 
 /* ---- lifetime ---- */
 void needle_grammar_reset(needle_grammar *g) {
@@ -39,9 +100,10 @@ needle_grammar *needle_grammar_new_shared(const needle_vocab *vocab, const char 
 needle_grammar *nd_grammar_new_calls(const needle_vocab *vocab, const char *tools_json, size_t len,
                                      int32_t end_token, uint32_t min_calls, needle_error *err) {
     if (!vocab) { nd_fail(err, NEEDLE_E_ARGUMENT, "grammar: NULL vocabulary"); return NULL; }
-    nd_json *doc = nd_json_parse(tools_json, len, 64, err);
+    nd_json *doc = nd_json_parse(tools_json, len, ND_TOOLS_JSON_DEPTH, err);
     if (!doc) {
-        if (err) err->code = NEEDLE_E_SCHEMA;
+        if (err && err->code == NEEDLE_E_ARGUMENT && strstr(err->message, "nesting too deep")) too_deep(tools_json, len, err);
+        if (err) err->code = err->code == NEEDLE_E_NOMEM ? NEEDLE_E_NOMEM : NEEDLE_E_SCHEMA;
         return NULL;
     }
     needle_grammar *g = calloc(1, sizeof *g);
@@ -54,7 +116,7 @@ needle_grammar *nd_grammar_new_calls(const needle_vocab *vocab, const char *tool
     g->text = malloc(g->ctext);
     g->hs = malloc((ND_MAX_PIECE + 2) * sizeof *g->hs);
     g->allowed = calloc((vocab->size + 63) / 64, sizeof *g->allowed);
-    if (!g->text || !g->hs || !g->allowed || nd_node_costs(g)) {
+    if (!g->text || !g->hs || !g->allowed) {
         needle_grammar_free(g);
         nd_fail(err, NEEDLE_E_NOMEM, "grammar: out of memory");
         return NULL;
@@ -78,7 +140,7 @@ needle_grammar *needle_grammar_new(const needle_tokenizer *tok, const char *tool
 void needle_grammar_free(needle_grammar *g) {
     if (!g) return;
     nd_graph_free(&g->gr);
-    free(g->fr), free(g->sp), free(g->text), free(g->hs), free(g->allowed), free(g->cost);
+    free(g->fr), free(g->sp), free(g->text), free(g->hs), free(g->allowed);
     needle_vocab_free(g->own_vocab);
     free(g);
 }

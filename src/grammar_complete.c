@@ -8,21 +8,26 @@
  * uniqueItems: an item that would repeat an earlier one is rewritten with
  * the next "variant" (the k-th shortest text of the innermost value). Short
  * rather than provably shortest: a code point counts as one step whatever
- * its bytes. */
+ * its bytes.
+ *
+ * Nothing here recurses with the input: a string is written by a loop over
+ * its code points (an explicit stack of choices for variants), and values
+ * nest through minval at most ND_MAX_DEPTH frames deep. */
 #include "grammar_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define ND_INF ((int64_t)1 << 40) /* the cost of a node without a finite value */
+#define ND_INF ((int64_t)ND_INF_COST)
 #define ND_VARIANTS 48 /* variants tried to avoid a duplicate item */
-#define ND_WORK 400000 /* steps of one completion search */
+#define ND_WORK 400000 /* steps of one completion search (forward steps of a string are free) */
 
 /* The text being written; bad: out of memory or over ND_MAX_OUTPUT. */
 typedef struct { char *s; size_t n, cap; int bad; } sbuf;
-/* One completion search: work counts its steps down (a guard on time). */
-typedef struct { const needle_grammar *g; sbuf o; long work; } cx;
+/* One completion search: work counts its steps down (a guard on time). g
+ * (the matcher state) is NULL when values are only built from scratch. */
+typedef struct { const needle_grammar *g; const graph *gr; sbuf o; long work; } cx;
 
 static void sb_put(sbuf *b, const char *s, size_t n) {
     if (b->bad || !n) return;
@@ -106,34 +111,73 @@ static int cmp_step(const void *x, const void *y) {
     return a->score != b->score ? (a->score > b->score) - (a->score < b->score) : (a->cp > b->cp) - (a->cp < b->cp);
 }
 
-/* Writes the k-th (fixed order, cheapest characters first) string of exactly
- * r code points from state s to acceptance; *k counts the strings passed. */
-static int str_path(cx *x, const gnode *n, int32_t s, uint32_t r, long *k) {
-    const nd_dfa *d = n->dfa;
-    if (--x->work < 0) return 0;
-    if (r == 0) return d->accept[s] && (*k)-- == 0;
-    step_cand *cs = malloc((size_t)d->nclasses * 3 * sizeof *cs);
-    if (!cs) { x->o.bad = 1; return 0; }
-    size_t nc = 0;
+/* The steps out of DFA state s, cheapest characters first (up to three
+ * representatives per class), built once per state and search. */
+typedef struct { step_cand *c; uint32_t n; } step_list;
+typedef struct { step_list *by_state; } step_cache;
+
+static const step_list *steps_of(cx *x, step_cache *sc, const nd_dfa *d, int32_t s) {
+    if (!sc->by_state && !(sc->by_state = calloc(d->nstates, sizeof *sc->by_state))) { x->o.bad = 1; return NULL; }
+    step_list *l = &sc->by_state[s];
+    if (l->c) return l;
+    l->c = malloc(((size_t)d->nclasses * 3 + 1) * sizeof *l->c);
+    if (!l->c) { x->o.bad = 1; return NULL; }
     for (uint32_t c = 0; c < d->nclasses; c++) {
         int32_t t = d->next[(size_t)s * d->nclasses + c];
-        if (t < 0 || !reach_bit(d, t, r - 1)) continue;
-        for (int i = 0; i < (*k ? 3 : 1); i++) {
+        if (t < 0) continue;
+        for (int i = 0; i < 3; i++) {
             uint32_t cp;
             if (!class_rep(d, c, 0, 0x10FFFF, i, &cp)) break;
             int rank = cp >= 'a' && cp <= 'z' ? 0 : cp >= '0' && cp <= '9' ? 1 : cp >= 'A' && cp <= 'Z' ? 2 : cp < 0x80 ? 3 : 4;
-            cs[nc++] = (step_cand){cp, t, (int)cp_bytes(cp) * 8 + rank};
+            l->c[l->n++] = (step_cand){cp, t, (int)cp_bytes(cp) * 8 + rank};
         }
     }
-    qsort(cs, nc, sizeof *cs, cmp_step);
+    qsort(l->c, l->n, sizeof *l->c, cmp_step);
+    return l;
+}
+
+static void steps_free(step_cache *sc, const nd_dfa *d) {
+    for (uint32_t s = 0; sc->by_state && s < d->nstates; s++) free(sc->by_state[s].c);
+    free(sc->by_state);
+}
+
+/* Writes the k-th (fixed order, cheapest characters first) string of exactly
+ * r code points from state s to acceptance; *k counts the strings passed.
+ * A depth-first search with an explicit stack (one entry per code point):
+ * every step keeps an accepting end exactly r steps away (reach), so the
+ * first string needs no backtracking and costs no work. */
+static int str_path(cx *x, step_cache *sc, const gnode *n, int32_t s, uint32_t r, long *k) {
+    const nd_dfa *d = n->dfa;
+    typedef struct { int32_t s; uint32_t i; size_t mark; } level;
+    if (r > ND_MAX_OUTPUT) return 0; /* could never be written */
+    level *st = malloc(((size_t)r + 1) * sizeof *st);
+    if (!st) { x->o.bad = 1; return 0; }
+    size_t top = 0; /* st[top]: the level being chosen, top code points written */
+    st[0] = (level){s, 0, x->o.n};
     int ok = 0;
-    for (size_t i = 0; i < nc && !ok && x->work >= 0; i++) {
-        size_t mark = x->o.n;
-        put_cp(&x->o, cs[i].cp);
-        ok = str_path(x, n, cs[i].t, r - 1, k);
-        if (!ok) x->o.n = mark;
+    while (!x->o.bad) {
+        level *lv = &st[top];
+        if (top == r) { /* a whole string: the k-th, or count it and go back */
+            if (d->accept[lv->s] && (*k)-- == 0) { ok = 1; break; }
+            if (--x->work < 0 || top == 0) break;
+            top--;
+            continue;
+        }
+        const step_list *l = steps_of(x, sc, d, lv->s);
+        if (!l) break;
+        while (lv->i < l->n && !reach_bit(d, l->c[lv->i].t, r - (uint32_t)top - 1)) lv->i++;
+        if (lv->i == l->n) { /* no choice left here: back to the level above */
+            if (top == 0 || --x->work < 0) break;
+            top--;
+            continue;
+        }
+        const step_cand *c = &l->c[lv->i++];
+        x->o.n = lv->mark;
+        put_cp(&x->o, c->cp);
+        st[++top] = (level){c->t, 0, x->o.n};
     }
-    free(cs);
+    if (!ok) x->o.n = st[0].mark;
+    free(st);
     return ok && !x->o.bad;
 }
 
@@ -141,13 +185,17 @@ static int str_path(cx *x, const gnode *n, int32_t s, uint32_t r, long *k) {
 static int str_rest(cx *x, const gnode *n, int32_t s, uint32_t len, long k) {
     uint32_t need, upto;
     str_rest_bounds(n, len, &need, &upto);
-    for (uint32_t L = need; L <= upto && x->work >= 0; L++) {
+    step_cache sc = {NULL};
+    int ok = 0;
+    for (uint32_t L = need; L <= upto && x->work >= 0 && !ok && !x->o.bad; L++) {
         if (!reach_bit(n->dfa, s, L)) continue;
+        if (--x->work < 0) break;
         size_t mark = x->o.n;
-        if (str_path(x, n, s, L, &k)) { sb_ch(&x->o, '"'); return 1; }
-        x->o.n = mark;
+        if (str_path(x, &sc, n, s, L, &k)) sb_ch(&x->o, '"'), ok = 1;
+        else x->o.n = mark;
     }
-    return 0;
+    steps_free(&sc, n->dfa);
+    return ok && !x->o.bad;
 }
 
 /* The best code point in [lo, hi] to finish a partial character with: the
@@ -235,39 +283,40 @@ static int str_close(cx *x, const gnode *n, const frame *w, long k) {
 }
 
 /* ---- numbers ---- */
-static int64_t gcd64(int64_t a, int64_t b) {
-    while (b) { int64_t t = a % b; a = b, b = t; }
+static nd_num gcd_num(nd_num a, nd_num b) {
+    while (b) { nd_num t = a % b; a = b, b = t; }
     return a;
 }
 
-/* Writes the number text for scaled value v (int digits, fb fraction digits)
- * minus the prefix of length skip already in the output. */
-static void put_num(sbuf *o, const gnode *n, int neg, int64_t mag, int fb, size_t skip) {
+/* Writes the number text for scaled value v (fb fraction digits) minus the
+ * prefix of length skip already in the output. */
+static void put_num(sbuf *o, const gnode *n, int neg, nd_num mag, int fb, size_t skip) {
     char t[48];
-    int64_t S = nd_pow10s[n->F], unit = nd_pow10s[n->F - fb];
-    int k = snprintf(t, sizeof t, "%s%lld", neg ? "-" : "", (long long)(mag / S));
-    if (fb) k += snprintf(t + k, sizeof t - (size_t)k, ".%0*lld", fb, (long long)(mag % S / unit));
+    t[0] = '-';
+    int k = neg + nd_num_text(t + neg, mag, n->F, fb); /* "-0" keeps its sign: the '-' may be typed */
     if ((size_t)k > skip) sb_put(o, t + skip, (size_t)k - skip);
 }
 
 /* The k-th valid value of one shape (sign, magnitudes [A, B] in steps st,
- * fb fraction digits): written and 1, or 0 with *k reduced. */
-static int num_shape(cx *x, const gnode *n, const frame *w, int neg, int64_t A, int64_t B, int64_t st, int fb,
+ * fb fraction digits): written and 1, or 0 with *k reduced. Tries as many
+ * multiples as the matcher does (nd_num_first), so a value it promised is
+ * found. */
+static int num_shape(cx *x, const gnode *n, const frame *w, int neg, nd_num A, nd_num B, nd_num st, int fb,
                      size_t skip, long *k) {
-    int64_t P = neg ? -B : A, Q = neg ? -A : B;
+    nd_num P = neg ? -B : A, Q = neg ? -A : B;
     if (P < n->lo) P = n->lo;
     if (Q > n->hi) Q = n->hi;
     if (P > Q) return 0;
-    int64_t m1 = st / gcd64(st, n->mult), L = m1 > ND_MAXMAG / n->mult ? 0 : m1 * n->mult;
-    int64_t v = L ? nd_ceil_div(P, L) * L : 0;
-    if (!L && P > 0) return 0; /* only 0 is a multiple of both */
-    for (int tries = 0; v <= Q && tries < 64 + *k && --x->work >= 0; tries++, v += L) {
-        int64_t mag = v < 0 ? -v : v;
+    nd_num m1 = st / gcd_num(st, n->mult), L = m1 > ND_MAXMAG / n->mult ? 0 : m1 * n->mult;
+    if (!L && (P > 0 || Q < 0)) return 0; /* only 0 is a multiple of both */
+    /* the order nd_num_first uses: from the end nearest zero */
+    nd_num qa = L ? nd_ceil_div(P, L) : 0, qb = L ? nd_floor_div(Q, L) : 0, q = neg ? qb : qa;
+    for (long tries = 0; q >= qa && q <= qb && tries < ND_NUM_TRIES + *k && --x->work >= 0; tries++, q += neg ? -1 : 1) {
+        nd_num v = q * L, mag = v < 0 ? -v : v;
         frame f = *w;
         f.sub = (uint8_t)neg, f.x = mag / nd_pow10s[n->F], f.b = fb, f.y = mag % nd_pow10s[n->F] / nd_pow10s[n->F - fb];
         f.ph = fb ? N_FRAC : N_INT;
         if (nd_num_end_ok(x->g, &f, n) && (*k)-- == 0) { put_num(&x->o, n, neg, mag, fb, skip); return 1; }
-        if (!L) break;
     }
     return 0;
 }
@@ -275,9 +324,9 @@ static int num_shape(cx *x, const gnode *n, const frame *w, int neg, int64_t A, 
 /* The k-th shortest digits that finish a number frame (or write one). */
 static int num_tail(cx *x, const gnode *n, const frame *w, long k) {
     int F = n->F, ph = w->ph, fresh = ph == N_START || ph == N_SIGN, frac = ph == N_DOT || ph == N_FRAC;
-    int64_t S = nd_pow10s[F];
+    nd_num S = nd_pow10s[F];
     size_t skip = ph == N_START ? 0 : (size_t)(w->sub + w->a + (frac ? 1 : 0) + w->b);
-    for (int len = 0; len <= 40; len++)
+    for (int len = 0; len <= ND_NUM_DIGITS + 2; len++)
         for (int neg = 0; neg < 2; neg++) {
             if (ph == N_START ? neg && len < 2 : neg != w->sub) continue;
             int body = len - (ph == N_START && neg);
@@ -285,10 +334,10 @@ static int num_tail(cx *x, const gnode *n, const frame *w, long k) {
                 int kd = frac ? 0 : body - (j ? 1 + j : 0), fb = frac ? w->b + j : j;
                 if (frac ? body != j || (ph == N_DOT && j == 0) : kd < 0) continue;
                 if (fb > F || (ph == N_INT && (kd > 0 && w->x == 0))) continue;
-                if (fresh ? kd < 1 || kd > 18 - F : w->a + kd > 18 - F) continue;
-                int64_t Imin = fresh ? (kd == 1 ? 0 : nd_pow10s[kd - 1]) : w->x * nd_pow10s[kd];
-                int64_t Imax = fresh ? nd_pow10s[kd] - 1 : Imin + nd_pow10s[kd] - 1;
-                int64_t unit = nd_pow10s[F - fb], fmin = 0, fmax = fb ? nd_pow10s[fb] - 1 : 0;
+                if (fresh ? kd < 1 || kd > ND_NUM_DIGITS - F : w->a + kd > ND_NUM_DIGITS - F) continue;
+                nd_num Imin = fresh ? (kd == 1 ? 0 : nd_pow10s[kd - 1]) : w->x * nd_pow10s[kd];
+                nd_num Imax = fresh ? nd_pow10s[kd] - 1 : Imin + nd_pow10s[kd] - 1;
+                nd_num unit = nd_pow10s[F - fb], fmin = 0, fmax = fb ? nd_pow10s[fb] - 1 : 0;
                 if (ph == N_FRAC) fmin = w->y * nd_pow10s[j], fmax = fmin + nd_pow10s[j] - 1;
                 if (num_shape(x, n, w, neg, Imin * S + fmin * unit, Imax * S + fmax * unit, fb ? unit : S, fb, skip, &k))
                     return 1;
@@ -318,7 +367,7 @@ static int lit_tail(cx *x, const gnode *n, uint32_t a, uint32_t b, uint32_t c, u
     return 1;
 }
 
-static int minval(cx *x, int32_t id, int depth, long v, int hop);
+static int minval(cx *x, int32_t id, int depth, long v);
 
 /* 1 when item equals an item in spans, the just-closed item, or a new one. */
 static int is_dup(const cx *x, int32_t spans, const char *extra, size_t nextra, const size_t *offs,
@@ -351,7 +400,7 @@ static int arr_rest(cx *x, const gnode *n, uint32_t count, int comma, int need, 
             size_t mark = x->o.n;
             if (comma || i) sb_ch(&x->o, ',');
             size_t at = x->o.n;
-            ok = minval(x, n->items, depth + 1, vv, 0) && !x->o.bad;
+            ok = minval(x, n->items, depth + 1, vv) && !x->o.bad;
             if (ok && n->unique)
                 ok = !is_dup(x, spans, extra, nextra, offs, i, x->o.s + at, x->o.n - at);
             if (!ok) x->o.n = mark;
@@ -364,20 +413,22 @@ static int arr_rest(cx *x, const gnode *n, uint32_t count, int comma, int need, 
     return ok;
 }
 
-static int64_t key_cost(const needle_grammar *g, const gnode *n, uint32_t i) {
-    return (int64_t)n->lits[i].n + 2 + g->cost[n->kids[i]];
+/* The bytes key i of object n adds in a frame at depth (its value one deeper). */
+static int64_t key_cost(const graph *gr, const gnode *n, uint32_t i, int depth) {
+    int32_t c = nd_cost(gr, n->kids[i], depth + 1);
+    return c == ND_INF_COST ? ND_INF : (int64_t)n->lits[i].n + 2 + c;
 }
 
 /* The rest of an object with keys `seen`: the missing required keys (the
  * leading ones first) with minimal values, then '}'. need: a key must come
  * (after a ','); v > 0 varies the first value (or adds the cheapest key). */
 static int obj_rest(cx *x, const gnode *n, uint64_t seen, int comma, int need, int depth, long v) {
-    uint64_t want = n->required & ~seen, open = nd_open_keys(n, seen);
+    uint64_t want = n->required & ~seen, open = nd_open_keys(x->gr, n, seen, depth);
     long vfirst = v;
     if (!want && (need || v > 0)) {
         int64_t best = ND_INF;
         for (uint32_t i = 0; i < n->nlits; i++)
-            if ((open >> i & 1) && key_cost(x->g, n, i) < best) best = key_cost(x->g, n, i), want = 1ull << i;
+            if ((open >> i & 1) && key_cost(x->gr, n, i, depth) < best) best = key_cost(x->gr, n, i, depth), want = 1ull << i;
         if (!want) return 0;
         if (!need) vfirst = v - 1;
     }
@@ -389,38 +440,40 @@ static int obj_rest(cx *x, const gnode *n, uint64_t seen, int comma, int need, i
             if (comma) sb_ch(&x->o, ',');
             comma = 1;
             sb_put(&x->o, n->lits[i].s, n->lits[i].n), sb_ch(&x->o, ':');
-            if (!minval(x, n->kids[i], depth + 1, first ? vfirst : 0, 0)) return 0;
+            if (!minval(x, n->kids[i], depth + 1, first ? vfirst : 0)) return 0;
             first = 0;
         }
     sb_ch(&x->o, '}');
     return !x->o.bad;
 }
 
-/* A value of node id from scratch (a frame at depth), the v-th variant. */
-static int minval(cx *x, int32_t id, int depth, long v, int hop) {
-    const needle_grammar *g = x->g;
-    const gnode *n = &g->gr.v[id];
+/* A value of node id from scratch (a frame at depth), the v-th variant. An
+ * ALT's alternatives are leaves (the graph is flattened), tried cheapest
+ * first at this depth. */
+static int minval(cx *x, int32_t id, int depth, long v) {
+    const graph *gr = x->gr;
+    const gnode *n = &gr->v[id];
     if (--x->work < 0 || x->o.bad) return 0;
     if (n->kind == K_ALT) {
-        if (hop > 16 || !n->nkids) return 0;
+        if (!n->nkids) return 0;
         uint32_t nk = n->nkids, *order = malloc(nk * sizeof *order);
         if (!order) { x->o.bad = 1; return 0; }
         for (uint32_t i = 0; i < nk; i++) order[i] = i;
         for (uint32_t i = 1; i < nk; i++) /* by cost (insertion sort, stable) */
-            for (uint32_t j = i; j > 0 && g->cost[n->kids[order[j]]] < g->cost[n->kids[order[j - 1]]]; j--) {
+            for (uint32_t j = i; j > 0 && nd_cost(gr, n->kids[order[j]], depth) < nd_cost(gr, n->kids[order[j - 1]], depth); j--) {
                 uint32_t t = order[j]; order[j] = order[j - 1], order[j - 1] = t;
             }
         int ok = 0;
         for (uint32_t t = 0; t < nk && !ok && x->work >= 0; t++) {
             size_t mark = x->o.n;
             int32_t kid = n->kids[order[((uint32_t)(v % nk) + t) % nk]];
-            if (kid >= 0 && g->cost[kid] < ND_INF) ok = minval(x, kid, depth, v / nk, hop + 1);
+            if (gr->v[kid].kind != K_ALT && nd_cost(gr, kid, depth) != ND_INF_COST) ok = minval(x, kid, depth, v / nk);
             if (!ok) x->o.n = mark;
         }
         free(order);
         return ok;
     }
-    if (depth >= ND_MAX_DEPTH) return 0;
+    if (nd_cost(gr, id, depth) == ND_INF_COST) return 0;
     switch (n->kind) {
     case K_LIT: return lit_tail(x, n, 0, n->nlits, 0, 0, v);
     case K_STR: sb_ch(&x->o, '"'); return str_rest(x, n, 0, 0, v);
@@ -437,17 +490,17 @@ static int minval(cx *x, int32_t id, int depth, long v, int hop) {
 
 /* O_KEY: finish the cheapest open key in the narrowed range, its value, the rest. */
 static int key_close(cx *x, const gnode *n, const frame *w, long v) {
-    uint64_t seen = (uint64_t)w->x, open = nd_open_keys(n, seen), req = n->required & ~seen;
-    int64_t best = ND_INF;
+    uint64_t seen = (uint64_t)w->x, open = nd_open_keys(x->gr, n, seen, w->depth), req = n->required & ~seen;
+    int64_t best = ND_INF + 1;
     int32_t pick = -1;
     for (uint32_t i = (uint32_t)w->a; i < (uint32_t)w->b; i++) {
         if (!(open >> i & 1)) continue;
-        int64_t c = key_cost(x->g, n, i) - (req >> i & 1 ? key_cost(x->g, n, i) : 0);
+        int64_t c = req >> i & 1 ? 0 : key_cost(x->gr, n, i, w->depth);
         if (c < best) best = c, pick = (int32_t)i;
     }
     if (pick < 0) return 0;
     sb_put(&x->o, n->lits[pick].s + w->c, n->lits[pick].n - (size_t)w->c), sb_ch(&x->o, ':');
-    return minval(x, n->kids[pick], w->depth + 1, v, 0) && obj_rest(x, n, seen | 1ull << pick, 1, 0, w->depth, 0);
+    return minval(x, n->kids[pick], w->depth + 1, v) && obj_rest(x, n, seen | 1ull << pick, 1, 0, w->depth, 0);
 }
 
 /* Closes the head frame's own value (variant v). */
@@ -471,8 +524,8 @@ static int close_head(cx *x, const frame *w, long v) {
         case O_KEY: return key_close(x, n, w, v);
         case O_COLON: sb_ch(&x->o, ':'); /* fall through */
         case O_VALSTART:
-            return minval(x, n->kids[w->y], w->depth + 1, v, 0) &&
-                   obj_rest(x, n, seen | 1ull << w->y, 1, 0, w->depth, 0);
+            return minval(x, n->kids[(int)w->y], w->depth + 1, v) &&
+                   obj_rest(x, n, seen | 1ull << (int)w->y, 1, 0, w->depth, 0);
         }
     }
     return 0;
@@ -510,7 +563,7 @@ size_t needle_grammar_completion(const needle_grammar *g, char *out, size_t cap)
         if (out && cap) out[0] = 0;
         return 0;
     }
-    cx x = {g, {0}, ND_WORK};
+    cx x = {g, &g->gr, {0}, ND_WORK};
     char *best = NULL;
     size_t best_n = SIZE_MAX;
     for (int i = 0; i < g->cur.n; i++) {
@@ -537,50 +590,65 @@ size_t needle_grammar_completion(const needle_grammar *g, char *out, size_t cap)
     return best_n;
 }
 
-/* Per-node cost of a minimal value (a fixpoint: recursive schemas settle
- * once every cycle has a finite way out; INF otherwise). */
-int nd_node_costs(needle_grammar *g) {
-    size_t N = g->gr.n;
-    g->cost = malloc((N ? N : 1) * sizeof *g->cost);
-    if (!g->cost) return -1;
-    cx x = {g, {0}, ND_WORK};
+/* The cost table: per depth d (deepest first), every leaf from the level
+ * below, then every ALT as its cheapest alternative at d (alternatives are
+ * leaves, so one pass per level is exact: no fixpoint, and a recursive
+ * schema costs what its base case costs, or ND_INF_COST when the base case
+ * never fits below ND_MAX_DEPTH). A value longer than ND_MAX_OUTPUT cannot
+ * be written: ND_INF_COST too. */
+int nd_graph_costs(graph *gr) {
+    size_t N = gr->n;
+    free(gr->cost);
+    gr->cost = malloc(((size_t)ND_MAX_DEPTH * N + 1) * sizeof *gr->cost);
+    int64_t *base = malloc((N + 1) * sizeof *base); /* LIT/STR/NUM: depth does not matter */
+    if (!gr->cost || !base) { free(base); return -1; }
+    cx x = {NULL, gr, {0}, ND_WORK};
     for (size_t i = 0; i < N; i++) {
-        const gnode *n = &g->gr.v[i];
-        g->cost[i] = ND_INF;
+        const gnode *n = &gr->v[i];
+        base[i] = ND_INF;
         if (n->kind == K_LIT) {
             for (uint32_t k = 0; k < n->nlits; k++)
-                if ((int64_t)n->lits[k].n < g->cost[i]) g->cost[i] = (int64_t)n->lits[k].n;
+                if ((int64_t)n->lits[k].n < base[i]) base[i] = (int64_t)n->lits[k].n;
         } else if (n->kind == K_STR) {
             int64_t L = str_min_rest(n, 0, 0);
-            if (L >= 0) g->cost[i] = 2 + L;
+            if (L >= 0) base[i] = 2 + L;
         } else if (n->kind == K_NUM) {
             frame w;
             memset(&w, 0, sizeof w);
             w.parent = -1, w.node = (int32_t)i, w.ph = N_START;
-            x.o.n = 0, x.work = ND_WORK;
-            if (num_tail(&x, n, &w, 0)) g->cost[i] = (int64_t)x.o.n;
+            x.o.n = 0, x.o.bad = 0, x.work = ND_WORK;
+            if (num_tail(&x, n, &w, 0) && !x.o.bad) base[i] = (int64_t)x.o.n;
         }
     }
     free(x.o.s);
-    for (int changed = 1; changed;) {
-        changed = 0;
-        for (size_t i = 0; i < N; i++) {
-            const gnode *n = &g->gr.v[i];
-            int64_t c = ND_INF;
-            if (n->kind == K_ALT) {
-                for (uint32_t k = 0; k < n->nkids; k++)
-                    if (n->kids[k] >= 0 && g->cost[n->kids[k]] < c) c = g->cost[n->kids[k]];
-            } else if (n->kind == K_ARR) {
-                int64_t item = n->items >= 0 ? g->cost[n->items] + 1 : ND_INF;
-                c = n->minit > (1u << 20) ? ND_INF : 2 + (n->minit ? item * n->minit : 0);
-            } else if (n->kind == K_OBJ) {
-                c = 2;
-                for (uint32_t k = 0; k < n->nlits; k++)
-                    if (n->required >> k & 1) c += key_cost(g, n, k);
-            } else continue;
-            if (c > ND_INF) c = ND_INF;
-            if (c < g->cost[i]) g->cost[i] = c, changed = 1;
-        }
+    for (int d = ND_MAX_DEPTH - 1; d >= 0; d--) {
+        int32_t *row = gr->cost + (size_t)d * N;
+        for (int pass = 0; pass < 2; pass++) /* leaves, then ALTs */
+            for (size_t i = 0; i < N; i++) {
+                const gnode *n = &gr->v[i];
+                if ((n->kind == K_ALT) != pass) continue;
+                int64_t c = ND_INF;
+                if (n->kind == K_ALT) {
+                    for (uint32_t k = 0; k < n->nkids; k++)
+                        if (n->kids[k] >= 0 && gr->v[n->kids[k]].kind != K_ALT && row[n->kids[k]] < c) c = row[n->kids[k]];
+                } else if (n->kind == K_ARR) {
+                    int64_t item = nd_cost(gr, n->items, d + 1);
+                    c = n->minit == 0 ? 2 : item == ND_INF || n->minit > ND_MAX_OUTPUT ? ND_INF : 1 + (item + 1) * n->minit;
+                } else if (n->kind == K_OBJ) {
+                    c = 2;
+                    for (uint32_t k = 0; k < n->nlits && c < ND_INF; k++)
+                        if (n->required >> k & 1) c += key_cost(gr, n, k, d);
+                } else c = base[i];
+                row[i] = c > (int64_t)ND_MAX_OUTPUT ? ND_INF_COST : (int32_t)c;
+            }
     }
+    free(base);
     return 0;
+}
+
+int nd_graph_can_complete(const graph *gr, int32_t node, int depth) {
+    cx x = {NULL, gr, {0}, ND_WORK};
+    int ok = minval(&x, node, depth, 0) && !x.o.bad;
+    free(x.o.s);
+    return ok;
 }

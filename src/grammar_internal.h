@@ -19,12 +19,22 @@
 #define ND_MAX_PIECE 128    /* longer pieces are never allowed */
 #define ND_MAX_OUTPUT (1u << 20) /* bytes of one call array */
 
-/* Numbers are integers scaled by 10^F (F fraction digits) of magnitude at
- * most ND_MAXMAG, so bounds are exact (grammar_schema.c). */
-extern const int64_t nd_pow10s[19]; /* 10^0 .. 10^18 */
-#define ND_MAXMAG (1000000000000000000 - 1)
-/* ceil(a / m) for m > 0. */
-static inline int64_t nd_ceil_div(int64_t a, int64_t m) { return a / m + (a % m != 0 && a > 0); }
+/* Numbers are integers scaled by 10^F (F fraction digits) of at most
+ * ND_NUM_DIGITS digits, so bounds and multiples are exact however large the
+ * integer (grammar_schema.c). The type is the compiler's 128-bit integer
+ * (gcc and clang, wasm32 included): with 37 digits the sum or difference of
+ * any two values or multiples stays below 2 * 10^37 < 2^127. */
+#ifndef __SIZEOF_INT128__
+#error "the grammar's numbers need a 128-bit integer type"
+#endif
+typedef __int128 nd_num;
+#define ND_NUM_DIGITS 37
+extern const nd_num nd_pow10s[ND_NUM_DIGITS + 1]; /* 10^0 .. 10^37 */
+#define ND_MAXMAG (nd_pow10s[ND_NUM_DIGITS] - 1) /* also the largest multipleOf */
+#define ND_NUM_TRIES 96 /* multiples tried for one that passes the validators' double checks */
+/* ceil(a / m) and floor(a / m) for m > 0. */
+static inline nd_num nd_ceil_div(nd_num a, nd_num m) { return a / m + (a % m != 0 && a > 0); }
+static inline nd_num nd_floor_div(nd_num a, nd_num m) { return a / m - (a % m != 0 && a < 0); }
 
 /* ---- the graph of value nodes (grammar_schema.c) ---- */
 enum { K_LIT, K_STR, K_NUM, K_ARR, K_OBJ, K_ALT };
@@ -35,26 +45,38 @@ typedef struct {
     int kind;
     lit *lits;          /* LIT: canonical texts, sorted; OBJ: "\"key\"" texts, sorted */
     uint32_t nlits;
-    int32_t *kids;      /* OBJ: value node per key; ALT: alternatives */
+    int32_t *kids;      /* OBJ: value node per key; ALT: alternatives (once nd_build_graph has
+                           flattened the graph, never ALT nodes themselves) */
     uint32_t nkids;
     uint64_t required;  /* OBJ: bits of required keys */
     uint64_t leading;   /* OBJ: keys that must all come before any other */
     nd_dfa *dfa;        /* STR */
     uint32_t minlen, maxlen;
     int F;              /* NUM: fraction digits; bounds/multiple scaled by 10^F */
-    int64_t lo, hi, mult;
-    double dlo, dhi, dmult;
-    uint8_t has_dlo, has_dhi, dlo_ex, dhi_ex;
+    nd_num lo, hi, mult;  /* NUM: exact bounds of what is written (validators agree, see grammar_schema.c) */
+    double dmult;       /* NUM: multipleOf as a double (0: none), checked as validators do */
+    double dlo, dhi;    /* NUM: the schema's bounds as validators read them (for oneOf overlap) */
+    uint8_t has_dlo, has_dhi, dlo_ex, dhi_ex, integer;
+    uint8_t exact;      /* STR: the DFA is the schema's own language (no format) */
+    uint8_t closed;     /* OBJ: additionalProperties false (undeclared keys invalid) */
     int32_t items;      /* ARR */
     uint32_t minit, maxit;
     int unique, small;  /* small: items' values fit a 64-bit used mask */
 } gnode;
 
+/* cost[d * n + i]: bytes of a minimal value of node i written in a frame at
+ * depth d < ND_MAX_DEPTH, ND_INF_COST when none fits (grammar_complete.c). */
+#define ND_INF_COST INT32_MAX
 typedef struct {
     gnode *v;
     size_t n, cap;
     int32_t root;
+    int32_t *cost;
 } graph;
+
+static inline int32_t nd_cost(const graph *gr, int32_t node, int depth) {
+    return node < 0 || depth >= ND_MAX_DEPTH ? ND_INF_COST : gr->cost[(size_t)depth * gr->n + (size_t)node];
+}
 
 /* ---- the matcher (grammar_match.c) ---- */
 /* One open value: its node, its parent frame, and where it is (ph, a..y). */
@@ -65,7 +87,7 @@ typedef struct {
     int32_t a, b, c; /* LIT/key: range lo, hi, matched length; STR: dfa state, length, utf8 size;
                         NUM: int digits, fraction digits; ARR: count, item start, spans */
     uint32_t u;      /* STR: partial code point / high surrogate */
-    int64_t x, y;    /* NUM: int part, fraction; OBJ: seen keys, chosen key; ARR: used values;
+    nd_num x, y;     /* NUM: int part, fraction; OBJ: seen keys, chosen key; ARR: used values;
                         STR: partial low surrogate */
 } frame;
 
@@ -117,7 +139,6 @@ struct needle_grammar {
     uint64_t *allowed;
     int32_t end_token;
     int done, oom;
-    int64_t *cost;      /* per node: bytes of a minimal value (completion) */
 };
 
 /* ---- the functions one part calls in another ---- */
@@ -149,11 +170,29 @@ uint64_t nd_used_mask(const needle_grammar *g, const frame *w);
 int nd_text_equal(const char *x, size_t nx, const char *y, size_t ny);
 /* 1 when the number frame w may end here (bounds, multipleOf, unique). */
 int nd_num_end_ok(const needle_grammar *g, const frame *w, const gnode *n);
-/* Keys that may come next in object n after keys seen. */
-uint64_t nd_open_keys(const gnode *n, uint64_t seen);
+/* 1 when scaled value v passes node n's bounds and multipleOf, exactly and
+ * in doubles as a validator checks multipleOf. */
+int nd_num_ok(const gnode *n, nd_num v);
+/* The first value of [A, B] (within n's bounds) that nd_num_ok accepts and
+ * whose slot is not in used, among the first ND_NUM_TRIES multiples counted
+ * from the end nearest zero (B when B <= 0): 1 and *out, or 0. Trying a
+ * fixed count in a fixed order keeps the answer monotone: a sub-range
+ * holding the witness of a range finds it too. */
+int nd_num_first(const gnode *n, nd_num A, nd_num B, uint64_t used, nd_num *out);
+/* The decimal text of scaled value v (F fraction digits, fb of them written,
+ * the others must be zero) into t (at least 48 bytes): its length. */
+int nd_num_text(char *t, nd_num v, int F, int fb);
+/* The double a validator reads for scaled value v (correctly rounded). */
+double nd_num_double(nd_num v, int F);
+/* Keys that may come next in object n after keys seen, in a frame at depth
+ * (keys whose value cannot be written at depth + 1 are left out). */
+uint64_t nd_open_keys(const graph *gr, const gnode *n, uint64_t seen, int depth);
 
-/* grammar_complete.c. The bytes of a minimal value of every node into
- * g->cost (huge when it has none); -1 when out of memory. */
-int nd_node_costs(needle_grammar *g);
+/* grammar_complete.c. Fills gr->cost (per node and depth); -1 when out of
+ * memory. ALT nodes must be flattened (their kids are never ALT nodes). */
+int nd_graph_costs(graph *gr);
+/* 1 when the completion search builds a value of node at depth from
+ * scratch (what a fresh call needs); 0 when it finds none. */
+int nd_graph_can_complete(const graph *gr, int32_t node, int depth);
 
 #endif

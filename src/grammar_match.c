@@ -16,10 +16,18 @@
  * - Strings: the model may write raw UTF-8 or JSON escapes (\uXXXX with
  *   surrogate pairs); minLength/maxLength count code points of the decoded
  *   string and pattern/format run on the decoded code points.
- * - Number bounds are exact on every prefix; at the end the value is also
- *   checked with doubles the way a JS validator does.
+ * - Number bounds are exact on every prefix (128-bit scaled integers: the
+ *   model writes digits and the grammar compares them exactly, beyond 2^53
+ *   too). multipleOf is also checked in doubles the way validators do it
+ *   (0.3 is no multiple of 0.1 for them), and a prefix stays open only while
+ *   one of the first ND_NUM_TRIES multiples it can reach passes that check.
  * - uniqueItems compares items by JSON equality.
- * - Recursion ($ref cycles) is bounded by a frame depth of ND_MAX_DEPTH. */
+ * - Recursion ($ref cycles) is bounded by a frame depth of ND_MAX_DEPTH: a
+ *   value is started (an alternative, a key, an item) only when the node
+ *   cost table says a minimal value of it fits below that depth, so no
+ *   prefix dead-ends on the depth bound.
+ * - The call stack per byte is bounded (start -> run -> finish -> run of the
+ *   parent): nothing here recurses with the input. */
 #include "grammar_internal.h"
 
 #include <math.h>
@@ -44,19 +52,22 @@ static void emit(needle_grammar *g, const frame *w, heads *o) { nd_heads_add(o, 
 
 static void run(needle_grammar *g, frame w, int b, heads *o);
 
-static void start(needle_grammar *g, int32_t node, int32_t parent, int depth, int b, heads *o, int hop) {
+/* Starts a value of node (an ALT's alternatives are never ALTs: the graph is
+ * flattened when it is built) in a frame at depth, fed byte b. */
+static void start(needle_grammar *g, int32_t node, int32_t parent, int depth, int b, heads *o) {
     const gnode *n = &g->gr.v[node];
-    if (n->kind == K_ALT) {
-        if (hop > 16) return;
-        for (uint32_t i = 0; i < n->nkids; i++) start(g, n->kids[i], parent, depth, b, o, hop + 1);
-        return;
+    uint32_t nk = n->kind == K_ALT ? n->nkids : 1;
+    if (parent == -1) return;
+    for (uint32_t i = 0; i < nk; i++) {
+        int32_t id = n->kind == K_ALT ? n->kids[i] : node;
+        const gnode *m = &g->gr.v[id];
+        if (m->kind == K_ALT || nd_cost(&g->gr, id, depth) == ND_INF_COST) continue;
+        frame w;
+        memset(&w, 0, sizeof w);
+        w.parent = parent, w.node = id, w.depth = (uint16_t)depth;
+        if (m->kind == K_LIT) w.b = (int32_t)m->nlits;
+        run(g, w, b, o);
     }
-    if (depth >= ND_MAX_DEPTH || parent == -1) return;
-    frame w;
-    memset(&w, 0, sizeof w);
-    w.parent = parent, w.node = node, w.depth = (uint16_t)depth;
-    if (n->kind == K_LIT) w.b = (int32_t)n->nlits;
-    run(g, w, b, o);
 }
 
 /* Bit mask of indices [i, j) (j - i <= 64, j <= 64). */
@@ -104,8 +115,8 @@ int nd_text_equal(const char *x, size_t nx, const char *y, size_t ny) {
     return eq;
 }
 
-static int64_t num_value(const gnode *n, const frame *w) {
-    int64_t v = w->x * nd_pow10s[n->F] + w->y * nd_pow10s[n->F - w->b];
+static nd_num num_value(const gnode *n, const frame *w) {
+    nd_num v = w->x * nd_pow10s[n->F] + w->y * nd_pow10s[n->F - w->b];
     return w->sub ? -v : v;
 }
 
@@ -126,9 +137,9 @@ static int child_done(needle_grammar *g, frame *p, const frame *child, uint32_t 
         g->sp[g->nsp] = (span){(uint32_t)p->b, end, p->c};
         p->c = (int32_t)g->nsp++;
         const gnode *cn = &g->gr.v[child->node];
-        if (pn->small && cn->kind == K_LIT) p->x |= (int64_t)(1ull << child->a);
+        if (pn->small && cn->kind == K_LIT) p->x |= (nd_num)(1ull << child->a);
         if (pn->small && cn->kind == K_NUM)
-            p->x |= (int64_t)(1ull << ((num_value(cn, child) - nd_ceil_div(cn->lo, cn->mult) * cn->mult) / cn->mult));
+            p->x |= (nd_num)(1ull << (int)((num_value(cn, child) - nd_ceil_div(cn->lo, cn->mult) * cn->mult) / cn->mult));
     }
     p->a++;
     p->ph = A_AFTER;
@@ -314,53 +325,97 @@ static void run_str(needle_grammar *g, frame w, int b, heads *o) {
 }
 
 /* ---- numbers: exact scaled-integer bounds on every prefix ---- */
-static int mult_in(const needle_grammar *g, const frame *w, const gnode *n, int64_t A, int64_t B) {
-    if (A < n->lo) A = n->lo;
-    if (B > n->hi) B = n->hi;
-    if (A > B) return 0;
-    int64_t v = nd_ceil_div(A, n->mult) * n->mult;
-    if (v > B) return 0;
-    uint64_t used = nd_used_mask(g, w);
-    if (!used) return 1;
-    int64_t base = nd_ceil_div(n->lo, n->mult) * n->mult;
-    for (; v <= B; v += n->mult)
-        if (!(used >> ((v - base) / n->mult) & 1)) return 1;
+static const double pow10d[23] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+    1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+int nd_num_text(char *t, nd_num v, int F, int fb) {
+    char d[48];
+    int k = 0, w = 0;
+    nd_num mag = v < 0 ? -v : v;
+    if (v < 0) t[w++] = '-';
+    for (nd_num ip = mag / nd_pow10s[F]; k == 0 || ip; ip /= 10) d[k++] = (char)('0' + (int)(ip % 10));
+    while (k) t[w++] = d[--k];
+    if (fb > 0) {
+        nd_num fr = mag % nd_pow10s[F] / nd_pow10s[F - fb];
+        t[w++] = '.';
+        for (int i = fb; i-- > 0; fr /= 10) t[w + i] = (char)('0' + (int)(fr % 10));
+        w += fb;
+    }
+    t[w] = 0;
+    return w;
+}
+
+/* (double)v / 10^F is correctly rounded while both are exact doubles;
+ * otherwise the text goes through strtod (correctly rounded, like a JS or
+ * Python parser). */
+double nd_num_double(nd_num v, int F) {
+    const nd_num big = (nd_num)1 << 53;
+    if (v > -big && v < big && F <= 22) return (double)(int64_t)v / pow10d[F];
+    char t[48];
+    nd_num_text(t, v, F, F);
+    return strtod(t, NULL);
+}
+
+int nd_num_ok(const gnode *n, nd_num v) {
+    if (v < n->lo || v > n->hi || v % n->mult) return 0;
+    if (n->dmult > 0) { /* ajv: q !== parseInt(q); Python: int(q) != q */
+        double q = nd_num_double(v, n->F) / n->dmult;
+        if (q != floor(q) || fabs(q) >= 1e21) return 0;
+    }
+    return 1;
+}
+
+/* In a unique array, v repeats a used value when their doubles are equal:
+ * JS validators compare items as doubles (beyond 2^53, 2^53 + 7 equals
+ * 2^53 + 8), and so does nd_text_equal. */
+static int double_dup(const gnode *n, nd_num v, uint64_t used, nd_num base) {
+    const nd_num big = (nd_num)1 << 53;
+    if (v > -big && v < big) return 0; /* small integers are exact doubles */
+    double d = nd_num_double(v, n->F);
+    for (int j = 0; j < 64; j++)
+        if ((used >> j & 1) && nd_num_double((base + j) * n->mult, n->F) == d) return 1;
     return 0;
 }
 
-static int mag_ok(const needle_grammar *g, const frame *w, const gnode *n, int neg, int64_t lo, int64_t hi) {
-    return neg ? mult_in(g, w, n, -hi, -lo) : mult_in(g, w, n, lo, hi);
+int nd_num_first(const gnode *n, nd_num A, nd_num B, uint64_t used, nd_num *out) {
+    if (A < n->lo) A = n->lo;
+    if (B > n->hi) B = n->hi;
+    if (A > B) return 0;
+    /* from the end nearest zero (a range never straddles it but at compile time) */
+    nd_num qa = nd_ceil_div(A, n->mult), qb = nd_floor_div(B, n->mult), step = B <= 0 ? -1 : 1;
+    nd_num q = step > 0 ? qa : qb, base = used ? nd_ceil_div(n->lo, n->mult) : 0;
+    for (int t = 0; t < ND_NUM_TRIES && q >= qa && q <= qb; t++, q += step) {
+        if (used && ((q - base < 64 && (used >> (int)(q - base) & 1)) || double_dup(n, q * n->mult, used, base))) continue;
+        if (nd_num_ok(n, q * n->mult)) { if (out) *out = q * n->mult; return 1; }
+    }
+    return 0;
+}
+
+static int mag_ok(const needle_grammar *g, const frame *w, const gnode *n, int neg, nd_num lo, nd_num hi) {
+    uint64_t used = nd_used_mask(g, w);
+    return neg ? nd_num_first(n, -hi, -lo, used, NULL) : nd_num_first(n, lo, hi, used, NULL);
 }
 
 static int num_viable(const needle_grammar *g, const frame *w, const gnode *n) {
-    int64_t S = nd_pow10s[n->F];
+    nd_num S = nd_pow10s[n->F];
     if (w->ph == N_START) return mag_ok(g, w, n, 0, 0, ND_MAXMAG) || mag_ok(g, w, n, 1, 0, ND_MAXMAG);
     if (w->ph == N_SIGN) return mag_ok(g, w, n, 1, 0, ND_MAXMAG);
     if (w->ph == N_INT) {
-        for (int k = 0; w->a + k <= 18 - n->F; k++) {
+        for (int k = 0; w->a + k <= ND_NUM_DIGITS - n->F; k++) {
             if (k > 0 && w->x == 0) break;
-            int64_t base = w->x * nd_pow10s[k];
-            if (mag_ok(g, w, n, w->sub, base * S, (base + nd_pow10s[k] - 1) * S + S - 1)) return 1;
+            nd_num base = w->x * nd_pow10s[k];
+            if (mag_ok(g, w, n, w->sub, base * S, (base + nd_pow10s[k]) * S - 1)) return 1;
         }
         return 0;
     }
-    int64_t step = nd_pow10s[n->F - w->b], base = w->x * S + w->y * step;
+    nd_num step = nd_pow10s[n->F - w->b], base = w->x * S + w->y * step;
     return mag_ok(g, w, n, w->sub, base, base + step - 1);
 }
 
 int nd_num_end_ok(const needle_grammar *g, const frame *w, const gnode *n) {
     if (w->ph != N_INT && w->ph != N_FRAC) return 0;
-    int64_t v = num_value(n, w);
-    if (v < n->lo || v > n->hi || v % n->mult) return 0;
-    if (!mult_in(g, w, n, v, v)) return 0;
-    /* the same checks in doubles, as a JS validator will do them */
-    if (v > -(1ll << 53) && v < (1ll << 53)) {
-        double dv = (double)v / (double)nd_pow10s[n->F];
-        if (n->has_dlo && (dv < n->dlo || (n->dlo_ex && dv == n->dlo))) return 0;
-        if (n->has_dhi && (dv > n->dhi || (n->dhi_ex && dv == n->dhi))) return 0;
-        if (n->dmult > 0) { double q = dv / n->dmult; if (q != floor(q)) return 0; }
-    }
-    return 1;
+    nd_num v = num_value(n, w);
+    return nd_num_first(n, v, v, nd_used_mask(g, w), NULL);
 }
 
 static void run_num(needle_grammar *g, frame w, int b, heads *o) {
@@ -369,7 +424,7 @@ static void run_num(needle_grammar *g, frame w, int b, heads *o) {
         int d = b - '0';
         if (w.ph == N_START || w.ph == N_SIGN) w.x = d, w.a = 1, w.ph = N_INT;
         else if (w.ph == N_INT) {
-            if (w.x == 0 || w.a + 1 > 18 - n->F) return;
+            if (w.x == 0 || w.a + 1 > ND_NUM_DIGITS - n->F) return;
             w.x = w.x * 10 + d, w.a++;
         } else {
             if (w.b + 1 > n->F) return;
@@ -396,7 +451,12 @@ static void item_start(needle_grammar *g, frame w, int b, heads *o) {
     const gnode *n = &g->gr.v[w.node];
     w.ph = A_IN, w.b = (int32_t)g->pos;
     int32_t idx = nd_frame_push(g, &w);
-    if (idx >= 0) start(g, n->items, idx, w.depth + 1, b, o, 0);
+    if (idx >= 0) start(g, n->items, idx, w.depth + 1, b, o);
+}
+
+/* 1 when an item of array frame w can be written (it fits the depth bound). */
+static int item_fits(const needle_grammar *g, const frame *w, const gnode *n) {
+    return n->maxit > 0 && nd_cost(&g->gr, n->items, w->depth + 1) != ND_INF_COST;
 }
 
 static void run_arr(needle_grammar *g, frame w, int b, heads *o) {
@@ -405,25 +465,29 @@ static void run_arr(needle_grammar *g, frame w, int b, heads *o) {
     case A_OPEN: if (b == '[') { w.ph = A_FIRST, w.c = -1; emit(g, &w, o); } return;
     case A_FIRST:
         if (b == ']') { if (n->minit == 0) finish(g, &w, 1, b, o); return; }
-        if (n->maxit > 0) item_start(g, w, b, o);
+        if (item_fits(g, &w, n)) item_start(g, w, b, o);
         return;
     case A_AFTER:
-        if (b == ',' && (uint32_t)w.a < n->maxit) { w.ph = A_NEXT; emit(g, &w, o); }
+        if (b == ',' && (uint32_t)w.a < n->maxit && item_fits(g, &w, n)) { w.ph = A_NEXT; emit(g, &w, o); }
         if (b == ']' && (uint32_t)w.a >= n->minit) finish(g, &w, 1, b, o);
         return;
     case A_NEXT: item_start(g, w, b, o); return;
     }
 }
 
-/* Keys that may come next: the leading ones first, then any unseen key. */
-uint64_t nd_open_keys(const gnode *n, uint64_t seen) {
-    uint64_t lead = n->leading & ~seen;
-    return lead ? lead : range_mask(0, n->nlits) & ~seen;
+/* Keys that may come next: the leading ones first, then any unseen key
+ * whose value fits below the depth bound. */
+uint64_t nd_open_keys(const graph *gr, const gnode *n, uint64_t seen, int depth) {
+    uint64_t lead = n->leading & ~seen, open = lead ? lead : range_mask(0, n->nlits) & ~seen;
+    for (uint32_t i = 0; i < n->nlits; i++)
+        if ((open >> i & 1) && nd_cost(gr, n->kids[i], depth + 1) == ND_INF_COST) open &= ~(1ull << i);
+    return open;
 }
 
 static void run_obj(needle_grammar *g, frame w, int b, heads *o) {
     const gnode *n = &g->gr.v[w.node];
-    uint64_t seen = (uint64_t)w.x, open = nd_open_keys(n, seen);
+    uint64_t seen = (uint64_t)w.x;
+    uint64_t open = w.ph == O_COLON || w.ph == O_VALSTART || w.ph == O_OPEN ? 0 : nd_open_keys(&g->gr, n, seen, w.depth);
     switch (w.ph) {
     case O_OPEN: if (b == '{') { w.ph = O_FIRST; emit(g, &w, o); } return;
     case O_AFTER:
@@ -441,15 +505,15 @@ static void run_obj(needle_grammar *g, frame w, int b, heads *o) {
         narrow(n->lits, (uint32_t)w.a, (uint32_t)w.b, (uint32_t)w.c, b, &i, &j);
         if (i >= j || !(range_mask(i, j) & open)) return;
         w.a = (int32_t)i, w.b = (int32_t)j, w.c++;
-        if (n->lits[i].n == (size_t)w.c) w.y = i, w.ph = O_COLON; /* a quoted key ends only itself */
+        if (n->lits[i].n == (size_t)w.c) w.y = (nd_num)i, w.ph = O_COLON; /* a quoted key ends only itself */
         emit(g, &w, o);
         return;
     }
     case O_COLON: if (b == ':') { w.ph = O_VALSTART; emit(g, &w, o); } return;
     case O_VALSTART: {
-        w.ph = O_IN, w.x = (int64_t)(seen | 1ull << w.y);
+        w.ph = O_IN, w.x = (nd_num)(seen | 1ull << (int)w.y);
         int32_t idx = nd_frame_push(g, &w);
-        if (idx >= 0) start(g, n->kids[w.y], idx, w.depth + 1, b, o, 0);
+        if (idx >= 0) start(g, n->kids[w.y], idx, w.depth + 1, b, o);
         return;
     }
     }

@@ -66,20 +66,25 @@ static int cmp_range(const void *x, const void *y) {
     return a->lo < b->lo ? -1 : a->lo > b->lo;
 }
 
-/* Sorts and merges ranges [from, a->nr); negate complements them. */
+/* Sorts and merges ranges [from, a->nr); negate complements them. The
+ * complement is built from a heap copy: a class may hold as many ranges as
+ * the pattern has characters, too many for the stack. */
 static void normalize_ranges(nfa *a, size_t from, int negate) {
-    cprange *r = a->rg + from;
     size_t n = a->nr - from, w = 0;
-    if (n) qsort(r, n, sizeof *r, cmp_range);
-    for (size_t i = 0; i < n; i++) {
-        if (w && r[i].lo <= r[w - 1].hi + 1) {
-            if (r[i].hi > r[w - 1].hi) r[w - 1].hi = r[i].hi;
-        } else r[w++] = r[i];
+    if (n) { /* a->rg may still be NULL when n == 0 (an empty class "[]" or "[^]") */
+        cprange *r = a->rg + from;
+        qsort(r, n, sizeof *r, cmp_range);
+        for (size_t i = 0; i < n; i++) {
+            if (w && r[i].lo <= r[w - 1].hi + 1) {
+                if (r[i].hi > r[w - 1].hi) r[w - 1].hi = r[i].hi;
+            } else r[w++] = r[i];
+        }
     }
     a->nr = from + w;
     if (!negate) return;
-    cprange tmp[w + 1];
-    if (w) memcpy(tmp, r, w * sizeof *r);
+    cprange *tmp = w ? malloc(w * sizeof *tmp) : NULL;
+    if (w && !tmp) { a->error = "out of memory"; return; }
+    if (w) memcpy(tmp, a->rg + from, w * sizeof *tmp);
     uint32_t next = 0;
     a->nr = from;
     for (size_t i = 0; i < w; i++) {
@@ -87,6 +92,7 @@ static void normalize_ranges(nfa *a, size_t from, int negate) {
         next = tmp[i].hi + 1;
     }
     if (next < ND_CP_END) add_range(a, next, ND_CP_END - 1);
+    free(tmp);
 }
 
 /* A set state over ranges [from, a->nr). */
@@ -411,7 +417,7 @@ static nd_dfa *build_dfa(const nfa *a, int start, int match, const char **why) {
             memset(tmp, 0, W * sizeof *tmp);
             int any = 0;
             for (size_t q = 0; q < a->n; q++) {
-                if (!(sets[s * W + q / 64] >> (q % 64) & 1) || a->st[q].kind != 1) continue;
+                if (!(sets[s * W + q / 64] >> (q % 64) & 1) || a->st[q].kind != 1 || !a->st[q].nr) continue;
                 const cprange *r = a->rg + a->st[q].r0;
                 for (uint32_t k = 0; k < a->st[q].nr; k++)
                     if (cp >= r[k].lo && cp <= r[k].hi) { closure(a, tmp, a->st[q].out1, stack); any = 1; break; }

@@ -3,8 +3,10 @@
  * uniformly random allowed token at every step; every walk must end in done
  * and its text must pass a small JSON Schema validator written here (it
  * parses with json.c but shares nothing with the matcher). Unit tests cover
- * bounds, escapes, patterns, formats, enums, uniqueItems, $ref, anyOf and
- * schema errors. */
+ * bounds, escapes, patterns, formats, enums, uniqueItems, $ref, anyOf, oneOf
+ * and schema errors, and the hostile-input regressions (long strings, wide
+ * number bounds, unsatisfiable and recursive schemas, errors naming the
+ * tool), also run with a 256 KB stack. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdint.h>
@@ -63,8 +65,13 @@ static needle_tokenizer *test_tokenizer(int32_t *end_id) {
     return tok;
 }
 
-/* ---- an independent validator ---- */
-static int valid(const nd_jv *v, const nd_jv *s, const nd_jv *root, int depth);
+/* ---- an independent validator ----
+ * open = 0: objects hold declared keys only (what the grammar promises);
+ * open = 1: JSON Schema's own reading (undeclared keys are valid unless
+ * additionalProperties is false), used to count the oneOf branches a value
+ * matches: exactly one must. */
+static int valid(const nd_jv *v, const nd_jv *s, const nd_jv *root, int depth, int open);
+static int valid_some(const nd_jv *v, const nd_jv *list, const nd_jv *root, int depth);
 
 static size_t cps(const char *s, size_t n) {
     size_t k = 0;
@@ -129,7 +136,7 @@ static int type_ok(const nd_jv *v, const char *t) {
 }
 static double num(const nd_jv *s, const char *k, double dflt) { const nd_jv *x = nd_jv_get(s, k); return x && x->type == ND_JNUMBER ? x->num : dflt; }
 
-static int valid(const nd_jv *v, const nd_jv *s, const nd_jv *root, int depth) {
+static int valid(const nd_jv *v, const nd_jv *s, const nd_jv *root, int depth, int open) {
     if (depth > 60) return 0;
     if (s->type == ND_JTRUE) return 1;
     const nd_jv *x;
@@ -143,11 +150,16 @@ static int valid(const nd_jv *v, const nd_jv *s, const nd_jv *root, int depth) {
             t = nd_jv_get(t, seg);
             if (!t) return 0;
         }
-        return valid(v, t, root, depth + 1);
+        return valid(v, t, root, depth + 1, open);
     }
-    if ((x = nd_jv_get(s, "anyOf")) || (x = nd_jv_get(s, "oneOf"))) {
-        for (size_t i = 0; i < x->n; i++) if (valid(v, &x->kids[i], root, depth + 1)) return 1;
+    if ((x = nd_jv_get(s, "anyOf"))) {
+        for (size_t i = 0; i < x->n; i++) if (valid(v, &x->kids[i], root, depth + 1, open)) return 1;
         return 0;
+    }
+    if ((x = nd_jv_get(s, "oneOf"))) {
+        int matches = 0;
+        for (size_t i = 0; i < x->n; i++) matches += valid(v, &x->kids[i], root, depth + 1, 1);
+        return matches == 1 && (open || valid_some(v, x, root, depth));
     }
     if ((x = nd_jv_get(s, "type"))) {
         int ok = 0;
@@ -176,22 +188,35 @@ static int valid(const nd_jv *v, const nd_jv *s, const nd_jv *root, int depth) {
         if (v->n < num(s, "minItems", 0) || v->n > num(s, "maxItems", INFINITY)) return 0;
         x = nd_jv_get(s, "items");
         for (size_t i = 0; i < v->n; i++) {
-            if (x && !valid(&v->kids[i], x, root, depth + 1)) return 0;
+            if (x && !valid(&v->kids[i], x, root, depth + 1, open)) return 0;
             if (nd_jv_get(s, "uniqueItems") && nd_jv_get(s, "uniqueItems")->type == ND_JTRUE)
                 for (size_t j = 0; j < i; j++) if (jeq(&v->kids[i], &v->kids[j])) return 0;
         }
     }
     if (v->type == ND_JOBJECT) {
-        const nd_jv *props = nd_jv_get(s, "properties");
+        const nd_jv *props = nd_jv_get(s, "properties"), *ap = nd_jv_get(s, "additionalProperties");
         for (size_t i = 0; i < v->n; i++) {
-            const nd_jv *ps = props ? nd_jv_get(props, v->kids[i].key) : NULL;
-            if (!ps || !valid(&v->kids[i], ps, root, depth + 1)) return 0;
+            const nd_jv *ps = NULL;
+            for (size_t k = 0; props && k < props->n; k++) /* keys may hold NUL: compare lengths */
+                if (props->kids[k].klen == v->kids[i].klen && !memcmp(props->kids[k].key, v->kids[i].key, v->kids[i].klen)) ps = &props->kids[k];
+            if (!ps && open && !(ap && ap->type == ND_JFALSE)) continue;
+            if (!ps || !valid(&v->kids[i], ps, root, depth + 1, open)) return 0;
             for (size_t j = 0; j < i; j++) if (!strcmp(v->kids[i].key, v->kids[j].key)) return 0;
         }
-        for (size_t i = 0; (x = nd_jv_get(s, "required")) && i < x->n; i++)
-            if (!nd_jv_get(v, x->kids[i].str)) return 0;
+        for (size_t i = 0; (x = nd_jv_get(s, "required")) && i < x->n; i++) {
+            int has = 0;
+            for (size_t k = 0; k < v->n; k++) has |= v->kids[k].klen == x->kids[i].len && !memcmp(v->kids[k].key, x->kids[i].str, x->kids[i].len);
+            if (!has) return 0;
+        }
     }
     return 1;
+}
+
+/* The strict check of a oneOf: the value is valid (declared keys only)
+ * under some branch. */
+static int valid_some(const nd_jv *v, const nd_jv *list, const nd_jv *root, int depth) {
+    for (size_t i = 0; i < list->n; i++) if (valid(v, &list->kids[i], root, depth + 1, 0)) return 1;
+    return 0;
 }
 
 /* Validates a produced call array against the tools. */
@@ -207,7 +232,7 @@ static int valid_calls(const char *text, size_t n, const char *tools) {
             if (tn->len == name->len && !memcmp(tn->str, name->str, tn->len)) tool = &nd_json_root(td)->kids[t];
         }
         const nd_jv *params = tool ? nd_jv_get(tool, "parameters") : NULL;
-        ok = ok && tool && (params ? valid(args, params, params, 0) : args->type == ND_JOBJECT && args->n == 0);
+        ok = ok && tool && (params ? valid(args, params, params, 0, 0) : args->type == ND_JOBJECT && args->n == 0);
     }
     nd_json_free(doc), nd_json_free(td);
     return ok;
@@ -359,7 +384,7 @@ static void test_completion(void) {
     EXPECT(ONE("{\"v\":{\"type\":\"string\",\"format\":\"date\"}}", "[\"v\"]"), ARGS "{", "\"v\":\"0000-01-01\"}}]");
     EXPECT(ONE("{\"v\":{\"type\":\"integer\",\"minimum\":10,\"maximum\":12,\"exclusiveMinimum\":10}}", "[\"v\"]"), ARGS "{\"v\":", "11}}]");
     EXPECT(ONE("{\"v\":{\"type\":\"integer\",\"multipleOf\":7,\"minimum\":8}}", "[\"v\"]"), ARGS "{\"v\":", "14}}]");
-    EXPECT(ONE("{\"v\":{\"type\":\"integer\",\"minimum\":-12,\"maximum\":-3}}", "[\"v\"]"), ARGS "{\"v\":-1", "2}}]");
+    EXPECT(ONE("{\"v\":{\"type\":\"integer\",\"minimum\":-12,\"maximum\":-3}}", "[\"v\"]"), ARGS "{\"v\":-1", "0}}]"); /* nearest zero first */
     EXPECT(ONE("{\"v\":{\"type\":\"number\",\"exclusiveMinimum\":0.5}}", "[\"v\"]"), ARGS "{\"v\":0.", "6}}]");
     EXPECT(ONE("{\"v\":{\"type\":\"number\",\"minimum\":100.25,\"maximum\":100.5}}", "[\"v\"]"), ARGS "{\"v\":", "100.3}}]");
     EXPECT(ONE("{\"v\":{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":2,\"uniqueItems\":true}}", "[\"v\"]"),
@@ -530,15 +555,11 @@ static void test_schema_errors(void) {
         CHECK(!g && err.code == NEEDLE_E_SCHEMA, "case %zu compiled", i);
         needle_grammar_free(g);
     }
+    /* a self-loop used to compile to nothing (no call, no error): now refused */
     const char *rec = "[{\"name\":\"r\",\"parameters\":{\"$defs\":{\"A\":{\"$ref\":\"#/$defs/A\"}},\"$ref\":\"#/$defs/A\"}}]";
     g = needle_grammar_new_shared(vocab, rec, strlen(rec), end_id, &err);
-    if (g) { /* a self-loop compiles to nothing: the arguments can never start */
-        float *l = calloc(needle_tokenizer_size(tok), sizeof *l);
-        CHECK(nd_grammar_feed(g, "[{\"name\":\"r\",\"arguments\":", 25, &err) == NEEDLE_OK, "prefix");
-        needle_grammar_mask(g, l); /* must return, not hang */
-        free(l);
-        needle_grammar_free(g);
-    }
+    CHECK(!g && err.code == NEEDLE_E_SCHEMA && strstr(err.message, "$ref cycle"), "self-loop: %s", err.message);
+    needle_grammar_free(g);
 }
 
 static void test_end_token(void) {
@@ -644,6 +665,257 @@ static void test_mask_timing(void) {
     needle_tokenizer_free(big);
 }
 
+/* ---- hostile-input regressions ---- */
+
+/* Compiles tools and expects a schema error whose message holds every
+ * given piece (NULL-terminated). */
+static int refused(const char *tools, const char *const *pieces) {
+    needle_error err;
+    needle_grammar *g = needle_grammar_new_shared(vocab, tools, strlen(tools), end_id, &err);
+    int ok = !g && err.code == NEEDLE_E_SCHEMA;
+    for (const char *const *p = pieces; ok && *p; p++) ok = strstr(err.message, *p) != NULL;
+    if (!ok) printf("  %s\n  -> %s\n", tools, g ? "compiled" : err.message);
+    needle_grammar_free(g);
+    return ok;
+}
+#define REFUSED(tools, ...) do { static const char *const pieces_[] = {__VA_ARGS__, NULL}; \
+    CHECK(refused(tools, pieces_), "refused with the right message"); } while (0)
+
+/* Bug 1: a string of minLength 10000 (and 8000) used to recurse once per
+ * code point in the completion; the nesting limits are errors, not stack. */
+static void test_long_strings(void) {
+    static const uint32_t lens[] = {10000, 8000};
+    for (int k = 0; k < 2; k++) {
+        char tools[256], *got = malloc(lens[k] + 256);
+        snprintf(tools, sizeof tools, ONE("{\"a\":{\"type\":\"string\",\"minLength\":%u}}", "[\"a\"]"), lens[k]);
+        CHECK(complete_from(tools, "[{", got, lens[k] + 256), "minLength %u completes", lens[k]);
+        size_t want = strlen("\"name\":\"t\",\"arguments\":{\"a\":\"") + lens[k] + strlen("\"}}]");
+        CHECK(strlen(got) == want, "completion length %zu, want %zu", strlen(got), want);
+        char *prefix = malloc(lens[k] + 64);
+        int n = snprintf(prefix, lens[k] + 64, ARGS "{\"a\":\"");
+        memset(prefix + n, 'x', lens[k] / 2), prefix[n + lens[k] / 2] = 0;
+        CHECK(complete_from(tools, prefix, got, lens[k] + 256) && strlen(got) == lens[k] - lens[k] / 2 + 4, "half written");
+        free(prefix), free(got);
+    }
+    /* a pattern DFA with several states, long minLength */
+    EXPECT(ONE("{\"a\":{\"type\":\"string\",\"pattern\":\"^(ab)*$\",\"minLength\":4,\"maxLength\":5}}", "[\"a\"]"), ARGS "{", "\"a\":\"abab\"}}]");
+    /* nesting: 40 levels of arrays compile and complete; 64 and 100 name the tool and the limit */
+    for (int depth = 40; depth <= 100; depth += depth == 40 ? 24 : 36) {
+        char *t = malloc(64 + (size_t)depth * 40);
+        int w = sprintf(t, "[{\"name\":\"deep\",\"parameters\":{\"type\":\"object\",\"properties\":{\"v\":");
+        for (int i = 0; i < depth; i++) w += sprintf(t + w, "{\"type\":\"array\",\"items\":");
+        w += sprintf(t + w, "{\"type\":\"integer\"}");
+        for (int i = 0; i < depth; i++) t[w++] = '}';
+        sprintf(t + w, "}}}]");
+        if (depth == 40) {
+            char got[256];
+            CHECK(complete_from(t, "[{", got, sizeof got), "40 nested arrays complete");
+        } else
+            REFUSED(t, "tool \"deep\": /properties/v/items/", "deeper than 64 levels");
+        free(t);
+    }
+    /* JSON deeper than the parser's limit: the tool is still named */
+    char *t = malloc(4096);
+    int w = sprintf(t, "[{\"name\":\"ok\"},{\"parameters\":{\"type\":\"object\",\"properties\":{\"v\":");
+    for (int i = 0; i < 150; i++) t[w++] = '[';
+    for (int i = 0; i < 150; i++) t[w++] = ']';
+    sprintf(t + w, "}},\"name\":\"too\\u0000deep\"}]");
+    REFUSED(t, "tool \"too\\u0000deep\": its JSON nests deeper than 130 levels");
+    free(t);
+    /* regex.c: an empty class (and its complement) has no ranges at all */
+    needle_error err;
+    CHECK(nd_regex_test("^[]$", "a", 1, &err) == 0, "[] matches nothing");
+    CHECK(nd_regex_test("^[^]$", "a", 1, &err) == 1, "[^] matches anything");
+    CHECK(nd_regex_test("^[^]{2}$", "ab", 2, &err) == 1, "[^]{2}");
+    /* a class with many ranges is complemented on the heap */
+    char *pat = malloc(4 * 3000 + 8);
+    w = sprintf(pat, "^[^");
+    for (int i = 0; i < 3000; i++) w += sprintf(pat + w, "%c", 'A' + i % 26);
+    sprintf(pat + w, "]$");
+    CHECK(nd_regex_test(pat, "a", 1, &err) == 1 && nd_regex_test(pat, "B", 1, &err) == 0, "big negated class");
+    free(pat);
+}
+
+/* Bug 2: oneOf means exactly one branch: overlapping branches are refused,
+ * disjoint ones keep working, and walks check "exactly one". */
+static void test_oneof(void) {
+    REFUSED(ONE("{\"v\":{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}}", "[\"v\"]"),
+            "tool \"t\": /properties/v/oneOf: branches 0 and 1 overlap (both accept integers); oneOf needs disjoint branches");
+    REFUSED(ONE("{\"v\":{\"oneOf\":[{\"const\":1},{\"const\":1}]}}", "[\"v\"]"), "branches 0 and 1 overlap (both accept 1)");
+    REFUSED(ONE("{\"v\":{\"oneOf\":[{\"enum\":[1,\"x\"]},{\"type\":\"null\"},{\"enum\":[2,\"x\"]}]}}", "[\"v\"]"),
+            "branches 0 and 2 overlap (both accept \\\"x\\\")");
+    REFUSED(ONE("{\"v\":{\"oneOf\":[{\"type\":\"integer\",\"maximum\":5},{\"type\":\"integer\",\"minimum\":5}]}}", "[\"v\"]"), "both accept integers");
+    REFUSED(ONE("{\"v\":{\"oneOf\":[{\"type\":\"string\",\"pattern\":\"^a\"},{\"type\":\"string\",\"pattern\":\"b$\"}]}}", "[\"v\"]"), "both accept strings");
+    REFUSED(ONE("{\"v\":{\"oneOf\":[{\"type\":\"string\",\"format\":\"date\"},{\"type\":\"string\",\"format\":\"email\"}]}}", "[\"v\"]"),
+            "cannot prove that no string matches both (format)");
+    /* a format's language differs between validators: only another type is disjoint from it */
+    REFUSED(ONE("{\"v\":{\"oneOf\":[{\"type\":\"string\",\"pattern\":\"^a\"},{\"type\":\"string\",\"format\":\"date\"}]}}", "[\"v\"]"),
+            "branches 0 and 1 overlap (cannot prove");
+    REFUSED(ONE("{\"v\":{\"oneOf\":[{\"type\":\"string\"},{\"const\":\"x\"}]}}", "[\"v\"]"), "both may accept \\\"x\\\"");
+    REFUSED(ONE("{\"v\":{\"oneOf\":[{\"type\":\"number\",\"minimum\":0},{\"const\":2.5}]}}", "[\"v\"]"), "both may accept 2.5");
+    /* open objects: {"a":1} is valid under a branch that only declares b */
+    REFUSED(ONE("{\"v\":{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]},"
+                "{\"type\":\"object\",\"properties\":{\"b\":{\"type\":\"integer\"}}}]}}", "[\"v\"]"), "both accept objects");
+    /* disjoint: types, literals, ranges, lengths, patterns, required consts, required keys */
+    const char *ok = "[{\"name\":\"t\",\"parameters\":{\"type\":\"object\",\"properties\":{"
+        "\"a\":{\"oneOf\":[{\"type\":\"string\"},{\"type\":\"integer\"},{\"type\":\"null\"}]},"
+        "\"b\":{\"oneOf\":[{\"const\":\"x\"},{\"const\":\"y\"},{\"enum\":[1,2]}]},"
+        "\"c\":{\"oneOf\":[{\"type\":\"number\",\"maximum\":0},{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":9},{\"type\":\"integer\",\"minimum\":10}]},"
+        "\"d\":{\"oneOf\":[{\"type\":\"string\",\"maxLength\":2},{\"type\":\"string\",\"minLength\":3,\"pattern\":\"^[a-c]+$\"}]},"
+        "\"e\":{\"oneOf\":[{\"type\":\"string\",\"pattern\":\"^a\"},{\"type\":\"string\",\"pattern\":\"^b\"},{\"type\":\"integer\"}]},"
+        "\"f\":{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"kind\":{\"const\":\"circle\"},\"r\":{\"type\":\"number\"}},\"required\":[\"kind\",\"r\"]},"
+        "{\"type\":\"object\",\"properties\":{\"kind\":{\"const\":\"square\"},\"side\":{\"type\":\"number\"}},\"required\":[\"kind\",\"side\"]}]},"
+        "\"g\":{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"r\":{\"type\":\"number\"}},\"required\":[\"r\"]},"
+        "{\"type\":\"object\",\"properties\":{\"w\":{\"type\":\"number\"},\"h\":{\"type\":\"number\"}},\"required\":[\"w\",\"h\"]}]},"
+        "\"h\":{\"oneOf\":[{\"type\":\"integer\",\"multipleOf\":2,\"maximum\":-1},{\"const\":3}]}"
+        "},\"required\":[\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\",\"h\"]}}]";
+    needle_error err;
+    needle_grammar *g = needle_grammar_new_shared(vocab, ok, strlen(ok), end_id, &err);
+    CHECK(g, "disjoint oneOf: %s", err.message);
+    if (!g) return;
+    CHECK(accepts(ok, "[{\"name\":\"t\",\"arguments\":{\"a\":1,\"b\":2,\"c\":0.5,\"d\":\"abc\",\"e\":\"b\","
+                      "\"f\":{\"kind\":\"square\",\"side\":1},\"g\":{\"w\":1,\"h\":2},\"h\":-2}}]") == 1, "a valid call");
+    CHECK(accepts(ok, ARGS "{\"c\":10.5") == 0, "10.5 is in no branch of c");
+    CHECK(accepts(ok, ARGS "{\"d\":\"abd") == 0, "abd is in no branch of d");
+    for (int w = 0; w < 30; w++) {
+        char why[400] = "";
+        int d = walk(g, ok, 1500, 777 + (uint64_t)w, why);
+        CHECK(d, "oneOf walk %d: %s", w, why);
+        if (!d) break;
+    }
+    needle_grammar_free(g);
+}
+
+/* Bug 3: satisfiable bounds of any size work (a value is written and
+ * accepted, the completion finds one); numbers beyond 37 digits are refused
+ * naming the limit; big integers compare exactly. */
+static void test_wide_numbers(void) {
+    EXPECT(ONE("{\"v\":{\"type\":\"number\",\"minimum\":1e12,\"maximum\":1e13}}", "[\"v\"]"), ARGS "{", "\"v\":1000000000000}}]");
+    EXPECT(ONE("{\"v\":{\"type\":\"number\",\"minimum\":1e-7,\"maximum\":2e-7}}", "[\"v\"]"), ARGS "{", "\"v\":0.0000001}}]");
+    EXPECT(ONE("{\"v\":{\"type\":\"number\",\"minimum\":1e17,\"maximum\":1e18}}", "[\"v\"]"), ARGS "{", "\"v\":100000000000000000}}]");
+    EXPECT(ONE("{\"v\":{\"type\":\"integer\",\"minimum\":1e18,\"maximum\":1e19}}", "[\"v\"]"), ARGS "{", "\"v\":1000000000000000000}}]");
+    EXPECT(ONE("{\"v\":{\"type\":\"number\",\"minimum\":1e-15,\"maximum\":2e-15}}", "[\"v\"]"), ARGS "{", "\"v\":0.000000000000001}}]");
+    EXPECT(ONE("{\"v\":{\"type\":\"number\",\"exclusiveMinimum\":1e-15,\"exclusiveMaximum\":2e-15}}", "[\"v\"]"), ARGS "{", "\"v\":0.0000000000000011}}]");
+    EXPECT(ONE("{\"v\":{\"type\":\"number\",\"minimum\":-1e30,\"maximum\":-1e29}}", "[\"v\"]"), ARGS "{", "\"v\":-100000000000000000000000000000}}]");
+    const char *big = ONE("{\"v\":{\"type\":\"integer\",\"minimum\":1e18,\"maximum\":1e19}}", "[\"v\"]");
+    CHECK(accepts(big, CALL("{\"v\":10000000000000000000}")) == 1, "1e19 itself");
+    CHECK(accepts(big, CALL("{\"v\":10000000000000000001}")) == 0, "1e19 + 1");
+    CHECK(accepts(big, CALL("{\"v\":999999999999999999}")) == 0, "1e18 - 1");
+    CHECK(accepts(big, CALL("{\"v\":1234567890123456789}")) == 1, "19 digits, exactly");
+    const char *ex = ONE("{\"v\":{\"type\":\"integer\",\"minimum\":9007199254740993,\"maximum\":9007199254740995}}", "[\"v\"]");
+    CHECK(accepts(ex, CALL("{\"v\":9007199254740994}")) == 1, "2^53 + 2");
+    CHECK(accepts(ex, CALL("{\"v\":9007199254740992}")) == 0, "2^53 is below 2^53 + 1, exactly");
+    CHECK(accepts(ex, CALL("{\"v\":9007199254740996}")) == 0, "2^53 + 4");
+    /* exclusive beyond 2^53: JS reads the bound as 2^53, so 2^53 itself fails there */
+    const char *xm = ONE("{\"v\":{\"type\":\"integer\",\"exclusiveMaximum\":9007199254740993}}", "[\"v\"]");
+    CHECK(accepts(xm, CALL("{\"v\":9007199254740991}")) == 1, "2^53 - 1");
+    CHECK(accepts(xm, CALL("{\"v\":9007199254740992}")) == 0, "2^53 equals the bound in doubles");
+    /* uniqueItems beyond 2^53: 9007199254740999 and 9007199254741000 are one double (one JSON value
+     * for JS validators), so [2^53 - 2, 2^53 + 8] holds 7 distinct values, not 11 */
+    const char *uq = ONE("{\"v\":{\"type\":\"array\",\"items\":{\"type\":\"integer\",\"minimum\":9007199254740990,"
+                         "\"maximum\":9007199254741000},\"uniqueItems\":true,\"minItems\":7}}", "[\"v\"]");
+    CHECK(accepts(uq, ARGS "{\"v\":[9007199254741000,9007199254740999") == 0, "a repeat in doubles is refused while typing");
+    CHECK(accepts(uq, ARGS "{\"v\":[9007199254741000,9007199254740998,9007199254740997,9007199254740994,9007199254740992,"
+                      "9007199254740991,9007199254740990,") == 0, "no eighth distinct value");
+    char got[512];
+    CHECK(complete_from(uq, ARGS "{\"v\":[9007199254740993,", got, sizeof got), "seven distinct values complete");
+    REFUSED(ONE("{\"v\":{\"type\":\"array\",\"items\":{\"type\":\"integer\",\"minimum\":9007199254740990,"
+                "\"maximum\":9007199254741000},\"uniqueItems\":true,\"minItems\":8}}", "[\"v\"]"), "minItems exceeds the number of distinct values");
+    /* multipleOf as validators compute it: 0.3 / 0.1 is 2.9999999999999996 */
+    const char *m = ONE("{\"v\":{\"type\":\"number\",\"multipleOf\":0.1,\"minimum\":0.25,\"maximum\":0.35}}", "[\"v\"]");
+    REFUSED(m, "no number satisfies the bounds and multipleOf");
+    const char *m2 = ONE("{\"v\":{\"type\":\"number\",\"multipleOf\":0.1,\"minimum\":0.25,\"maximum\":0.45}}", "[\"v\"]");
+    CHECK(accepts(m2, ARGS "{\"v\":0.3") == 0, "0.3 is no multiple of 0.1 for a validator, and no prefix dead-ends");
+    CHECK(accepts(m2, CALL("{\"v\":0.4}")) == 1, "0.4 / 0.1 is 4");
+    EXPECT(m2, ARGS "{", "\"v\":0.4}}]");
+    EXPECT(ONE("{\"v\":{\"type\":\"integer\",\"multipleOf\":0.5,\"minimum\":3}}", "[\"v\"]"), ARGS "{", "\"v\":3}}]");
+    /* what cannot be written is refused, naming the pointer and the limit */
+    REFUSED(ONE("{\"v\":{\"type\":\"number\",\"minimum\":1e40}}", "[\"v\"]"), "tool \"t\": /properties/v/minimum: 1e40 is beyond", "37 digits");
+    REFUSED(ONE("{\"v\":{\"type\":\"integer\",\"maximum\":-1e38}}", "[\"v\"]"), "/properties/v/maximum: -1e38 is beyond", "37 digits");
+    REFUSED(ONE("{\"v\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"exclusiveMaximum\":1e-40}}", "[\"v\"]"),
+            "/properties/v: no number satisfies the bounds", "37 digits");
+    /* large but loose bounds are no restriction */
+    EXPECT(ONE("{\"v\":{\"type\":\"integer\",\"minimum\":-1e300,\"maximum\":1e300}}", "[\"v\"]"), ARGS "{", "\"v\":0}}]");
+    const char *walks = "[{\"name\":\"n\",\"parameters\":{\"type\":\"object\",\"properties\":{"
+        "\"a\":{\"type\":\"integer\",\"minimum\":1e18,\"maximum\":1e19},\"b\":{\"type\":\"number\",\"minimum\":1e-7,\"maximum\":2e-7},"
+        "\"c\":{\"type\":\"number\",\"exclusiveMinimum\":1e12,\"maximum\":1e13},\"d\":{\"type\":\"number\",\"multipleOf\":0.1}},"
+        "\"required\":[\"a\",\"b\",\"c\",\"d\"]}}]";
+    needle_error err;
+    needle_grammar *g = needle_grammar_new_shared(vocab, walks, strlen(walks), end_id, &err);
+    CHECK(g, "%s", err.message);
+    for (int w = 0; g && w < 30; w++) {
+        char why[400] = "";
+        int d = walk(g, walks, 1500, 4242 + (uint64_t)w, why);
+        CHECK(d, "number walk %d: %s", w, why);
+        if (!d) break;
+    }
+    needle_grammar_free(g);
+}
+
+/* Bug 4: every schema is decided at compile time. */
+static void test_unsatisfiable(void) {
+    REFUSED("[{\"name\":\"t\",\"parameters\":{\"$ref\":\"#\"}}]", "tool \"t\": /$ref: $ref cycle with no base case (# -> #)");
+    REFUSED("[{\"name\":\"t\",\"parameters\":{\"$ref\":\"#/$defs/A\",\"$defs\":{\"A\":{\"$ref\":\"#/$defs/B\"},\"B\":{\"$ref\":\"#/$defs/A\"}}}}]",
+            "$ref cycle with no base case (#/$defs/A -> #/$defs/B -> #/$defs/A)");
+    REFUSED("[{\"name\":\"t\",\"parameters\":{\"$defs\":{\"A\":{\"$ref\":\"#/$defs/A\"}},\"$ref\":\"#/$defs/A\"}}]", "$ref cycle with no base case");
+    const char *req = "[{\"name\":\"t\",\"parameters\":{\"type\":\"object\",\"$defs\":{\"n\":{\"type\":\"object\",\"properties\":{\"next\":{\"$ref\":\"#/$defs/n\"}},"
+                      "\"required\":[\"next\"]}},\"properties\":{\"head\":{\"$ref\":\"#/$defs/n\"}},\"required\":[\"head\"]}}]";
+    REFUSED(req, "tool \"t\": /$defs/n/properties/next: required recursion never ends");
+    /* a cycle through anyOf with a base case is fine, and optional unwritable parts are left out */
+    const char *base = "[{\"name\":\"t\",\"parameters\":{\"type\":\"object\",\"properties\":{\"p\":{\"anyOf\":[{\"$ref\":\"#/properties/p\"},{\"type\":\"null\"}]},"
+                       "\"q\":{\"$ref\":\"#/$defs/n\"},\"r\":{\"type\":\"string\"}},\"required\":[\"p\"],"
+                       "\"$defs\":{\"n\":{\"type\":\"object\",\"properties\":{\"next\":{\"$ref\":\"#/$defs/n\"}},\"required\":[\"next\"]}}}}]";
+    EXPECT(base, ARGS "{", "\"p\":null}}]");
+    CHECK(accepts(base, ARGS "{\"q\"") == 0, "an optional property with no value is never offered");
+    CHECK(accepts(base, ARGS "{\"p\":null,\"r\":\"\"") == 1, "the others are");
+    CHECK(accepts(base, ARGS "{\"p\":null,\"r\":\"\",") == 0, "no ',' when only unwritable keys are left");
+    /* required nesting past the matcher's depth bound */
+    char *t = malloc(4096);
+    int w = sprintf(t, "[{\"name\":\"t\",\"parameters\":{\"type\":\"object\",\"properties\":{\"v\":");
+    for (int i = 0; i < 47; i++) w += sprintf(t + w, "{\"type\":\"array\",\"minItems\":1,\"items\":");
+    w += sprintf(t + w, "{\"type\":\"integer\"}");
+    for (int i = 0; i < 47; i++) t[w++] = '}';
+    sprintf(t + w, "},\"required\":[\"v\"]}}]");
+    REFUSED(t, "/properties/v/items/items/", "required nesting goes deeper than the 48-level limit");
+    free(t);
+    /* optional recursion stays: schema 6 of the walks, and a tree */
+    EXPECT(schemas[6], "[{\"name\":\"ref\",\"arguments\":{\"head\":{\"v\":1,\"next\":{\"v\":2,\"next\":", "null}}}}]");
+    /* the output limit */
+    REFUSED(ONE("{\"v\":{\"type\":\"array\",\"minItems\":900000,\"items\":{\"type\":\"string\",\"minLength\":3}}}", "[\"v\"]"),
+            "/properties/v: its shortest value exceeds the 1048576-byte output limit");
+}
+
+/* Bug 5: errors name the tool, the pointer and what is wrong; keys are
+ * compared with their full length; parameters are object schemas. */
+static void test_error_names(void) {
+    const char *nul = ONE("{\"a\\u0000b\":{\"type\":\"string\"},\"a\\u0000c\":{\"type\":\"integer\"}}", "[\"a\\u0000b\",\"a\\u0000c\"]");
+    CHECK(accepts(nul, CALL("{\"a\\u0000c\":1,\"a\\u0000b\":\"x\"}")) == 1, "keys with NUL are distinct keys");
+    REFUSED(ONE("{\"a\\u0000b\":{\"type\":\"string\"},\"a\\u0000b\":{\"type\":\"integer\"}}", "[]"),
+            "tool \"t\": /properties: duplicate property \"a\\u0000b\"");
+    REFUSED(ONE("{\"x\\u0001y\":{\"type\":\"string\",\"format\":\"date\\u0000x\"}}", "[]"),
+            "tool \"t\": /properties/x\\u0001y/format: unsupported format \"date\\u0000x\"");
+    REFUSED(ONE("{\"a\":{\"type\":\"string\"}}", "[\"a\\u0000\"]"), "required property \"a\\u0000\" is not declared");
+    const char *two = "[{\"name\":\"a\\u0000b\"},{\"name\":\"a\\u0000c\"}]";
+    needle_error err;
+    needle_grammar *g = needle_grammar_new_shared(vocab, two, strlen(two), end_id, &err);
+    CHECK(g, "tool names with NUL are distinct: %s", err.message);
+    needle_grammar_free(g);
+    REFUSED("[{\"name\":\"a\\u0000b\"},{\"name\":\"a\\u0000b\"}]", "tool \"a\\u0000b\": declared twice");
+    REFUSED("[{\"name\":\"s\",\"parameters\":{\"type\":\"string\"}}]", "tool \"s\": /: parameters must be an object schema", "strings");
+    REFUSED("[{\"name\":\"s\",\"parameters\":true}]", "tool \"s\": /: parameters must be an object schema", "any value");
+    REFUSED("[{\"name\":\"s\",\"parameters\":{}}]", "tool \"s\": /: parameters must be an object schema", "any value");
+    REFUSED("[{\"name\":\"s\",\"parameters\":{\"type\":[\"object\",\"null\"]}}]", "parameters must be an object schema");
+    REFUSED("[{\"name\":\"s\",\"parameters\":{\"anyOf\":[{\"type\":\"object\"},{\"type\":\"integer\"}]}}]", "also accepts numbers");
+    const char *objs = "[{\"name\":\"s\",\"parameters\":{\"anyOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"const\":1}},\"required\":[\"a\"]},"
+                       "{\"properties\":{\"b\":{\"const\":2}},\"required\":[\"b\"]}]}}]";
+    g = needle_grammar_new_shared(vocab, objs, strlen(objs), end_id, &err);
+    CHECK(g, "objects only: %s", err.message);
+    needle_grammar_free(g);
+    /* an error inside a $ref target names the target's pointer */
+    REFUSED("[{\"name\":\"r\",\"parameters\":{\"type\":\"object\",\"properties\":{\"a\":{\"$ref\":\"#/$defs/X\"}},"
+            "\"$defs\":{\"X\":{\"type\":\"integer\",\"minimum\":3,\"maximum\":2}}}}]", "tool \"r\": /$defs/X: no integer satisfies the bounds");
+}
+
 int main(void) {
     tok = test_tokenizer(&end_id);
     needle_error err;
@@ -658,6 +930,11 @@ int main(void) {
     RUN(test_end_token);
     RUN(test_completion);
     RUN(test_random_walks);
+    RUN(test_long_strings);
+    RUN(test_oneof);
+    RUN(test_wide_numbers);
+    RUN(test_unsatisfiable);
+    RUN(test_error_names);
     RUN(test_mask_timing);
     needle_vocab_free(vocab);
     needle_tokenizer_free(tok);
