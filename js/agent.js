@@ -10,12 +10,13 @@
 // Needle (index.js) extends it to run in a Web Worker by default in pages,
 // and over a worker model it becomes a WorkerNeedle (client.js).
 
-import { Engine, NeedleError, STATUS, nextTask } from './engine.js';
+import { NeedleError, STATUS, nextTask } from './engine.js';
+import { checkInteger, checkSampling } from './options.js';
+import { parseExactJson } from './exact-json.js';
 import { Model } from './model.js';
-import { streamArchive } from './load.js';
 
 const TURN = { auto: 0, query: 1, tool_result: 2 };
-const STEP = { done: 0, reasoning: 1, call: 2, marker: 3, failed: -1 };
+const STEP = { done: 0, reasoning: 1, call: 2, marker: 3, prefill: 4, failed: -1 };
 const PIECE_BYTES = 256;
 
 
@@ -46,9 +47,15 @@ export function toolFunctions(tools) {
   return new Map(tools.filter((t) => typeof t === 'function').map((fn) => [fn.tool?.name, fn]));
 }
 
-/** The options Needle.create passes on to the engine's sampler. */
-export function samplingOf({ temperature, topK, topP, minP, repetitionPenalty, seed }) {
-  const out = { temperature, topK, topP, minP, repetitionPenalty, seed };
+/** The options Needle.create passes on to the engine's decoder: the
+ *  sampler's, exact (f32 numerics instead of the default fast mode) and
+ *  largeIntegers (how envelopes hold integers beyond 2^53: 'number', 'bigint' or 'string'). */
+export function samplingOf({ temperature, topK, topP, minP, repetitionPenalty, seed, exact, largeIntegers }) {
+  checkSampling({ temperature, topK, topP, minP, repetitionPenalty, seed });
+  if (largeIntegers !== undefined && !['number', 'bigint', 'string'].includes(largeIntegers)) {
+    throw new NeedleError(`option largeIntegers is ${JSON.stringify(largeIntegers)}: must be "number", "bigint" or "string"`, STATUS.ARGUMENT);
+  }
+  const out = { temperature, topK, topP, minP, repetitionPenalty, seed, exact, largeIntegers };
   for (const key of Object.keys(out)) if (out[key] === undefined) delete out[key];
   return out;
 }
@@ -86,24 +93,14 @@ export async function runTools(agent, functions, query, { maxTurns = 4, ...optio
   return { ...envelope, results };
 }
 
-/** Loads a source in this thread (index.js's loadModelInThread, which this
- *  file may not import: see the top). */
-async function loadInThread(source, options = {}) {
-  const engine = await Engine.create(options.wasm, { threads: options.threads });
-  const { value: model, ...report } = await streamArchive(engine, source, options,
-    (ptr, size) => Model.fromMemory(engine, ptr, size));
-  model.source = report;
-  return model;
-}
-
 export class Needle {
   /** options: model (Model, or a source loaded in this thread with options.load),
-   *  tools, system, sampling (temperature, topK, topP, minP, repetitionPenalty, seed),
+   *  tools, system, sampling (temperature, topK, topP, minP, repetitionPenalty, seed, exact),
    *  and toolEmbeddings (what toolEmbeddings() returned earlier: reused when neither
    *  the archive nor the tools changed, else recomputed). */
   static async create({ model, tools = [], system = '', load, toolEmbeddings, ...sampling } = {}) {
     const owned = !(model instanceof Model);
-    const loaded = owned ? await loadInThread(model ?? new URL('../dist/demo.cact', import.meta.url), load) : model;
+    const loaded = owned ? await Model.load(model ?? new URL('../dist/demo.cact', import.meta.url), load) : model;
     try {
       const agent = new this(loaded, tools, system, samplingOf(sampling));
       agent.ownsModel = owned;
@@ -125,10 +122,17 @@ export class Needle {
     this.ownsModel = false;
     this.busy = false;
     const { engine } = this;
+    model.live();
     this.handle = engine.x.needle_agent_new(model.handle, engine.err);
     if (!this.handle) throw engine.lastError(STATUS.NOMEM);
     this.piece = engine.malloc(PIECE_BYTES);
     this.pieceLength = engine.malloc(8);
+    model.dependents.add(this); // model.free() frees this agent first
+  }
+
+  /** Throws once the agent (or its model) was freed. */
+  live() {
+    if (!this.handle) throw new NeedleError('this agent was freed (or its model was)', STATUS.ARGUMENT);
   }
 
   init(saved) {
@@ -138,7 +142,8 @@ export class Needle {
         engine.withString(JSON.stringify(decl), (ptr, len) => engine.check(engine.x.needle_agent_add_tool(this.handle, ptr, len, engine.err)));
       }
       this.toolEmbeddingsReused = !!saved && this.useToolEmbeddings(saved);
-      const { temperature = 0, topK = 0, topP = 1, minP = 0, repetitionPenalty = 1, seed = 0 } = this.sampling;
+      const { temperature, topK, topP, minP, repetitionPenalty, seed } = checkSampling(this.sampling);
+      engine.x.needle_agent_exact(this.handle, this.sampling.exact ? 1 : 0);
       engine.x.needle_agent_set_sampling(this.handle, temperature, topK, topP, minP, repetitionPenalty, seed >>> 0);
       engine.withString(this.system, (ptr, len) => engine.check(engine.x.needle_agent_init(this.handle, ptr, len, engine.err)));
     } catch (error) {
@@ -149,7 +154,7 @@ export class Needle {
 
   /** Throws unless the agent is free and idle: one turn at a time. */
   claim(what) {
-    if (!this.handle) throw new NeedleError('this agent was freed', STATUS.ARGUMENT);
+    this.live();
     if (this.busy) throw new NeedleError(`cannot ${what} while a turn is running: await it or abort it first`, STATUS.ARGUMENT);
   }
 
@@ -161,15 +166,24 @@ export class Needle {
   async complete(text, { maxNewTokens = 256, signal, kind = 'auto', onToken } = {}) {
     this.claim('complete');
     const { engine } = this;
-    if (!(kind in TURN)) throw new TypeError(`kind must be "query" or "tool_result", got "${kind}"`);
-    const input = typeof text === 'string' && kind !== 'tool_result' ? text : JSON.stringify(text);
+    if (!Object.hasOwn(TURN, kind)) {
+      throw new NeedleError(`option kind is ${JSON.stringify(kind)}: must be "auto", "query" or "tool_result"`, STATUS.ARGUMENT);
+    }
+    checkInteger('maxNewTokens', maxNewTokens, { min: 1, max: 1 << 20 });
+    // 'auto': a string is a query, any other value a tool result (index.d.ts).
+    const turn = kind === 'auto' ? (typeof text === 'string' ? 'query' : 'tool_result') : kind;
+    const input = typeof text === 'string' && turn === 'query' ? text : JSON.stringify(text);
     const status = engine.withString(input, (ptr, len) =>
-      engine.x.needle_agent_begin(this.handle, ptr, len, TURN[kind], maxNewTokens, engine.err));
+      engine.x.needle_agent_begin(this.handle, ptr, len, TURN[turn], maxNewTokens, engine.err));
     if (status !== STATUS.OK) return failedEnvelope(engine.lastError(status));
     this.busy = true;
     try {
       for (;;) {
-        if (!this.handle) throw new NeedleError('this agent was freed during the turn', STATUS.ABORTED);
+        if (!this.handle) {
+          const error = new NeedleError('this agent (or its model) was freed during the turn', STATUS.ABORTED);
+          error.name = 'AbortError';
+          throw error;
+        }
         if (signal?.aborted) {
           engine.x.needle_agent_abort(this.handle);
           break;
@@ -190,16 +204,20 @@ export class Needle {
     return this.envelope();
   }
 
-  envelope() { return this.readJson(this.engine.x.needle_agent_envelope); }
+  /** The last turn's envelope; integer arguments keep every digit (largeIntegers). */
+  envelope() {
+    this.live();
+    return parseExactJson(this.readText(this.engine.x.needle_agent_envelope), this.sampling.largeIntegers);
+  }
 
-  /** JSON from an engine call that writes text: sized by a first call with no buffer. */
-  readJson(write) {
+  /** Text from an engine call that writes it: sized by a first call with no buffer. */
+  readText(write) {
     const { engine } = this;
     const n = write(this.handle, 0, 0);
     const out = engine.malloc(n + 1);
     try {
       write(this.handle, out, n + 1);
-      return JSON.parse(engine.readString(out, n));
+      return engine.readString(out, n);
     } finally {
       engine.x.free(out);
     }
@@ -210,7 +228,7 @@ export class Needle {
 
   /** One-tool extraction: the arguments the model fills for `schema` from text. */
   async extract(text, schema, { name = 'extract', description = 'Extract the fields from the text.', ...options } = {}) {
-    if (!this.handle) throw new NeedleError('this agent was freed', STATUS.ARGUMENT);
+    this.live();
     const extractor = new Needle(this.model, [{ name, description, parameters: schema }], this.system, this.sampling);
     try {
       this.engine.x.needle_agent_require_call(extractor.handle, 1); // an extraction always calls its tool
@@ -231,6 +249,7 @@ export class Needle {
   /** The retrieval embeddings of the tools (more than 5 tools), to save and pass
    *  back as Needle.create({ toolEmbeddings }); null when there are none. */
   toolEmbeddings() {
+    this.live();
     const { engine } = this;
     const print = engine.malloc(17);
     try {
@@ -251,9 +270,17 @@ export class Needle {
   }
 
   /** Offers saved embeddings; false (and nothing used) when they are stale. */
-  useToolEmbeddings({ fingerprint, vectors }) {
+  useToolEmbeddings({ fingerprint, vectors } = {}) {
     const { engine } = this;
+    if (typeof fingerprint !== 'string' || !/^[0-9a-f]{16}$/.test(fingerprint)) {
+      throw new NeedleError('toolEmbeddings.fingerprint must be the 16 hex digits toolEmbeddings() returned', STATUS.ARGUMENT);
+    }
+    if (!vectors || typeof vectors.length !== 'number') {
+      throw new NeedleError('toolEmbeddings.vectors must be the array toolEmbeddings() returned', STATUS.ARGUMENT);
+    }
     const data = Float32Array.from(vectors);
+    const bad = data.findIndex((v) => !Number.isFinite(v));
+    if (bad >= 0) throw new NeedleError(`toolEmbeddings.vectors[${bad}] is ${vectors[bad]}, not a finite number`, STATUS.ARGUMENT);
     const ptr = engine.copyIn(new Uint8Array(data.buffer));
     try {
       return engine.withString(`${fingerprint}\0`, (print) =>
@@ -263,10 +290,10 @@ export class Needle {
     }
   }
 
-  renderedTools() { return this.readJson(this.engine.x.needle_agent_rendered_tools); }
+  renderedTools() { this.live(); return JSON.parse(this.readText(this.engine.x.needle_agent_rendered_tools)); }
 
   /** Tokens the last turn prefilled. */
-  get prefillCount() { return this.engine.x.needle_agent_prefill_count(this.handle); }
+  get prefillCount() { this.live(); return this.engine.x.needle_agent_prefill_count(this.handle); }
 
   reset() {
     this.claim('reset');
@@ -280,6 +307,7 @@ export class Needle {
     this.engine.x.free(this.piece);
     this.engine.x.free(this.pieceLength);
     this.handle = 0;
+    this.model.dependents.delete(this);
     if (this.ownsModel) this.model.free();
   }
 }

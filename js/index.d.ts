@@ -46,7 +46,7 @@ export declare class NeedleError extends Error {
 
 // ---------------------------------------------------------------- loading
 
-/** The built-in demo archive (dist/demo.cact: released geometry, random weights). */
+/** The built-in demo model (dist/demo.cact): trained by this project on the 18 tools of dist/demo-tools.json; not Needle 2. */
 export declare const DEMO_ARCHIVE_URL: URL;
 
 /** The Cache Storage bucket that keeps archives fetched over http(s). */
@@ -349,6 +349,11 @@ export interface NeedleOptions extends SamplingOptions {
   system?: string;
   /** Saved retrieval embeddings (from toolEmbeddings()): reused when the archive and tools are unchanged. */
   toolEmbeddings?: ToolEmbeddings | null;
+  /** Exact f32 numerics instead of the default fast mode (int8 kernels and KV cache). */
+  exact?: boolean;
+  /** How call arguments hold integers a JS number cannot (beyond 2^53): a number as JSON.parse
+   *  rounds it (default), a BigInt or its digits as a string (both keep every digit). */
+  largeIntegers?: 'number' | 'bigint' | 'string';
 }
 
 /** The contrastive-head embeddings of the declared tools (more than 5 tools). */

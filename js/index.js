@@ -7,9 +7,7 @@
 // returning a promise; { worker: false } keeps it in the calling thread, and
 // in Node { worker: true } runs it in a worker_threads Worker.
 
-import { Engine } from './engine.js';
 import { Model } from './model.js';
-import { streamArchive } from './load.js';
 import { Needle as InThreadNeedle } from './agent.js';
 
 export { Model, Session } from './model.js';
@@ -17,7 +15,8 @@ export { NeedleError, STATUS } from './engine.js';
 export { ARCHIVE_CACHE } from './load.js';
 export { tool } from './agent.js';
 
-/** The built-in demo archive (random weights in the released geometry). */
+/** The built-in demo model (dist/demo.cact): a small model this project trained on the
+ *  18 tools of dist/demo-tools.json (src/train/), not Needle 2. */
 export const DEMO_ARCHIVE_URL = new URL('../dist/demo.cact', import.meta.url);
 
 const isBrowserPage = typeof window !== 'undefined' && typeof document !== 'undefined'
@@ -31,12 +30,8 @@ const isBrowserPage = typeof window !== 'undefined' && typeof document !== 'unde
  * threads ('auto', the default, or a count; model.engine.threads says what runs).
  * The model's `source` field reports { size, label, fromCache, cacheError }.
  */
-export async function loadModelInThread(source = DEMO_ARCHIVE_URL, options = {}) {
-  const engine = await Engine.create(options.wasm, { threads: options.threads });
-  const { value: model, ...report } = await streamArchive(engine, source, options,
-    (ptr, size) => Model.fromMemory(engine, ptr, size));
-  model.source = report;
-  return model;
+export function loadModelInThread(source = DEMO_ARCHIVE_URL, options = {}) {
+  return Model.load(source, options);
 }
 
 /** Loads a .cact archive (see loadModelInThread); options.worker chooses

@@ -2,6 +2,8 @@
 // every computation is the engine's. loadModel() in index.js builds one.
 
 import { Engine, NeedleError, STATUS, nextTask } from './engine.js';
+import { checkInteger, checkSampling } from './options.js';
+import { streamArchive } from './load.js';
 
 const SPECIAL = { pad: 0, eos: 1, bos: 2, unknown: 3 };
 const LOAD_REPACK = 1; // NEEDLE_LOAD_REPACK in src/needle.h
@@ -14,6 +16,23 @@ export class Model {
       return Model.fromMemory(engine, engine.copyIn(bytes), bytes.length);
     } catch (error) {
       await engine.free(); // its thread workers, if any
+      throw error;
+    }
+  }
+
+  /** Streams a source into a new engine (js/load.js) and loads it; the
+   *  engine and its thread workers are freed again when that fails. options:
+   *  loadModel's (wasm, threads, onProgress, signal, cache, total). The
+   *  model's `source` reports { size, label, fromCache, cacheError }. */
+  static async load(source, options = {}) {
+    const engine = await Engine.create(options.wasm, { threads: options.threads });
+    try {
+      const { value: model, ...report } = await streamArchive(engine, source, options,
+        (ptr, size) => Model.fromMemory(engine, ptr, size));
+      model.source = report;
+      return model;
+    } catch (error) {
+      await engine.free();
       throw error;
     }
   }
@@ -36,6 +55,7 @@ export class Model {
     this.engine = engine;
     this.handle = handle;
     this.archive = archive;
+    this.dependents = new Set(); // live sessions and agents: free() frees them first
     this.tokenizer = engine.x.needle_model_tokenizer(handle);
     this.vocabulary = this.geometry('vocabulary');
     this.ids = Object.fromEntries(
@@ -44,12 +64,19 @@ export class Model {
     this.ids.imEnd = this.pieceId('<|im_end|>');
   }
 
+  /** Throws unless the model is loaded: every call after free() refuses. */
+  live() {
+    if (!this.handle) throw new NeedleError('this model was freed', STATUS.ARGUMENT);
+  }
+
   geometry(field) {
+    this.live();
     return this.engine.withString(`${field}\0`, (ptr) => this.engine.x.needle_model_geometry(this.handle, ptr));
   }
 
   /** Header fields and the tensor table, as `needle-wasm inspect` prints them. */
   inspect() {
+    this.live();
     const { engine } = this;
     const fields = ['tensorCount', 'codebookLength', 'kvWindow', 'kvBits', 'vocabulary', 'hidden',
       'queryHeads', 'kvHeads', 'layers', 'headDimension', 'maximumSequence', 'hadamardDimension',
@@ -74,11 +101,13 @@ export class Model {
   }
 
   pieceId(text) {
+    this.live();
     return this.engine.withString(text, (ptr, len) => this.engine.x.needle_tokenizer_piece_id(this.tokenizer, ptr, len));
   }
 
   /** Token ids of text (no BOS). */
   tokenize(text) {
+    this.live();
     const { engine } = this;
     return engine.withString(text, (ptr, len) => {
       const countPtr = engine.malloc(8);
@@ -104,6 +133,7 @@ export class Model {
 
   /** Text of ids (spec section 6 decoding). */
   detokenize(ids) {
+    this.live();
     const { engine } = this;
     const idsPtr = engine.copyIn(new Uint8Array(Int32Array.from(ids).buffer));
     try {
@@ -125,6 +155,7 @@ export class Model {
 
   /** A new session: { window, sinks, exact }. */
   session(options = {}) {
+    this.live();
     return new Session(this, options);
   }
 
@@ -149,15 +180,15 @@ export class Model {
    * opts: maxTokens, raw, temperature, topK, topP, minP, repetitionPenalty, seed, signal, exact.
    */
   async *generate(prompt, opts = {}) {
-    const {
-      maxTokens = 128, raw = false, temperature = 0, topK = 0, topP = 1, minP = 0,
-      repetitionPenalty = 1, seed = 0, signal, exact = false,
-    } = opts;
+    const { maxTokens = 128, raw = false, signal, exact = false } = opts;
+    const { temperature, topK, topP, minP, repetitionPenalty, seed } = checkSampling(opts);
+    checkInteger('maxTokens', maxTokens, { min: 0, max: 1 << 20 });
+    this.live();
     const { engine } = this;
     const promptIds = raw ? [this.ids.bos, ...this.tokenize(prompt)] : this.chatIds(prompt);
     const session = this.session({ exact });
     const sampler = engine.x.needle_sampler_new(this.vocabulary, temperature, topK, topP, minP,
-      repetitionPenalty, seed >>> 0);
+      repetitionPenalty, seed);
     const decoderHandle = engine.x.needle_decoder_new(this.tokenizer);
     const textBuf = engine.malloc(256);
     const recent = [...promptIds];
@@ -190,12 +221,18 @@ export class Model {
   get threads() { return this.engine.threads; }
 
   /** Frees the model and stops its engine's thread workers (each model
-   *  has an engine of its own); the promise settles once they are gone. */
+   *  has an engine of its own); the promise settles once they are gone.
+   *  Sessions and agents still open on it are freed first, so they refuse
+   *  every later call (a turn in progress ends with an AbortError). A second
+   *  free() returns the first one's promise. */
   free() {
+    if (this.freed) return this.freed;
+    for (const dependent of [...this.dependents]) dependent.free();
     this.engine.x.needle_model_free(this.handle);
     this.engine.x.free(this.archive);
     this.handle = 0;
-    return this.engine.free();
+    this.freed = this.engine.free();
+    return this.freed;
   }
 }
 
@@ -214,12 +251,18 @@ export class Session {
     const { engine } = model;
     this.handle = engine.x.needle_session_new(model.handle, window, sinks, exact ? 1 : 0, engine.err);
     if (!this.handle) throw engine.lastError(STATUS.NOMEM);
+    model.dependents.add(this);
   }
 
-  get position() { return this.model.engine.x.needle_session_position(this.handle); }
+  live() {
+    if (!this.handle) throw new NeedleError('this session was freed (or its model was)', STATUS.ARGUMENT);
+  }
+
+  get position() { this.live(); return this.model.engine.x.needle_session_position(this.handle); }
 
   /** Feeds ids; returns [Float32Array] of the last position, or one per position with all. */
   feed(ids, { all = false } = {}) {
+    this.live();
     const { engine, vocabulary } = this.model;
     const rows = all ? ids.length : 1;
     const idsPtr = engine.copyIn(new Uint8Array(Int32Array.from(ids).buffer));
@@ -236,6 +279,7 @@ export class Session {
   }
 
   sample(sampler, logits, recent) {
+    this.live();
     const { engine, vocabulary } = this.model;
     const logitsPtr = engine.malloc(vocabulary * 4);
     const recentPtr = engine.copyIn(new Uint8Array(Int32Array.from(recent).buffer));
@@ -251,5 +295,6 @@ export class Session {
   free() {
     if (this.handle) this.model.engine.x.needle_session_free(this.handle);
     this.handle = 0;
+    this.model.dependents.delete(this);
   }
 }

@@ -8,9 +8,8 @@
 // and Node built-ins only through importNode.
 
 import { reply, transferables, decodeSource, endpoint, CALLS, AGENT_CALLS } from './protocol.js';
-import { Engine, NeedleError, STATUS, nextTask } from './engine.js';
+import { NeedleError, STATUS, nextTask } from './engine.js';
 import { Model } from './model.js';
-import { streamArchive } from './load.js';
 import { importNode } from './node-import.js';
 import { Needle } from './agent.js';
 
@@ -42,13 +41,10 @@ async function load({ id, source, options }) {
   const controller = new AbortController();
   running.set(id, controller);
   const [decoded, extra] = decodeSource(source);
-  const engine = await Engine.create(options.wasm, { threads: options.threads }); // as loadModelInThread in index.js
-  const { value, ...report } = await streamArchive(engine, decoded, {
+  model = await Model.load(decoded, {
     ...options, ...extra, signal: controller.signal,
     onProgress: (progress) => port.post(reply.progress(id, progress)),
-  }, (ptr, size) => Model.fromMemory(engine, ptr, size));
-  model = value;
-  model.source = report;
+  });
   return calls.info();
 }
 

@@ -24,7 +24,15 @@
 #include "grammar.h"
 #include "tokenizer.h"
 
+/* Limits, checked before any prefill so a hostile tool set or text fails at
+ * once with an error naming the limit, and the largest allowed turn stays
+ * quick: every position of the tools block is a pinned sink, so its prefill
+ * grows with the square of its length. */
 #define MAX_TOOLS 256
+#define MAX_TOOL_BYTES 8192         /* one tool's compact JSON */
+#define MAX_TOOLS_BYTES 65536       /* all declared tools: each is embedded once for retrieval */
+#define MAX_TOOLS_BLOCK_TOKENS 2048 /* the rendered tools block (at most five tools) */
+#define MAX_TURN_TOKENS 4096        /* one turn's text: a query or a tool result */
 #define RETRIEVAL_TOP 5
 #define EMBED_DIM_MAX 1024
 
@@ -34,7 +42,11 @@ static const char *const MARKERS[MARKER_COUNT] = {
     "<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tools>", "</tools>",
     "<tool_call>", "</tool_call>", "<tool_result>", "</tool_result>"};
 
-enum phase { P_IDLE, P_REASON, P_CALL, P_DONE };
+enum phase { P_IDLE, P_PREFILL, P_REASON, P_CALL, P_DONE };
+/* Prompt tokens one needle_agent_step feeds: a step stays short (tens of
+ * milliseconds on the released geometry), so a caller can abort between
+ * steps however long the turn's text. */
+#define PREFILL_STEP 16
 
 typedef struct { char *data; size_t len, cap; } buffer;   /* growable bytes */
 typedef struct { int32_t *ids; size_t len, cap; } idlist; /* growable ids */
@@ -51,6 +63,7 @@ struct needle_agent {
     uint32_t embed_dim;
     int embeddings_given;   /* set by needle_agent_use_tool_embeddings */
     int require_call;       /* set by needle_agent_require_call */
+    int exact;              /* set by needle_agent_exact */
     buffer system;
     /* conversation */
     needle_session *session;
@@ -70,6 +83,8 @@ struct needle_agent {
     float *logits, *masked; /* the last position's logits; a masked copy */
     needle_decoder *decoder;
     idlist reasoning, calls, pending; /* pending: forced ids to feed next */
+    idlist prompt;          /* the turn's text ids, fed PREFILL_STEP at a time */
+    size_t prompt_fed;
     buffer forcing;         /* the call's completion being forced (budget guard) */
     size_t forcing_pos;
     double call_logp, prefill_ms, decode_ms;
@@ -205,7 +220,7 @@ void needle_agent_free(needle_agent *a) {
     needle_decoder_free(a->decoder);
     needle_vocab_free(a->vocab_trie);
     free(a->prefix.ids), free(a->conversation.ids), free(a->reasoning.ids), free(a->forcing.data);
-    free(a->calls.ids), free(a->pending.ids);
+    free(a->calls.ids), free(a->pending.ids), free(a->prompt.ids);
     free(a->logits), free(a->masked);
     free(a->pool_mark), free(a->pool_prefix);
     free(a);
@@ -214,8 +229,17 @@ void needle_agent_free(needle_agent *a) {
 int needle_agent_add_tool(needle_agent *a, const char *json, size_t len, needle_error *err) {
     if (a->tool_count == MAX_TOOLS)
         return nd_fail(err, NEEDLE_E_ARGUMENT, "more than %d tools", MAX_TOOLS);
-    size_t n = needle_json_compact(json, len, NULL, 0, err);
-    if (n == 0) return err ? err->code : NEEDLE_E_SCHEMA;
+    needle_error why;
+    size_t n = needle_json_compact(json, len, NULL, 0, &why);
+    if (n == 0) return nd_fail(err, NEEDLE_E_SCHEMA, "tool %u is not valid JSON: %s", a->tool_count, why.message);
+    if (n > MAX_TOOL_BYTES)
+        return nd_fail(err, NEEDLE_E_ARGUMENT, "tool %u is %zu bytes of compact JSON, over the limit of %d",
+                       a->tool_count, n, MAX_TOOL_BYTES);
+    size_t total = n;
+    for (uint32_t i = 0; i < a->tool_count; i++) total += strlen(a->tools[i]);
+    if (total > MAX_TOOLS_BYTES)
+        return nd_fail(err, NEEDLE_E_ARGUMENT, "the tools declared are %zu bytes of compact JSON, over the limit of %d",
+                       total, MAX_TOOLS_BYTES);
     char *text = malloc(n + 1);
     if (!text) return nd_fail(err, NEEDLE_E_NOMEM, "out of memory adding a tool");
     needle_json_compact(json, len, text, n + 1, err);
@@ -226,6 +250,7 @@ int needle_agent_add_tool(needle_agent *a, const char *json, size_t len, needle_
 }
 
 void needle_agent_require_call(needle_agent *a, int on) { a->require_call = on != 0; }
+void needle_agent_exact(needle_agent *a, int on) { a->exact = on != 0; }
 
 void needle_agent_set_sampling(needle_agent *a, float temperature, uint32_t top_k, float top_p,
                                float min_p, float repetition_penalty, uint32_t seed) {
@@ -254,7 +279,7 @@ static int embed(needle_agent *a, const char *text, float *out, needle_error *er
     idlist ids = {0};
     int status = ids_put(&ids, &a->bos, 1);
     if (!status) status = encode_into(a, &ids, text, strlen(text), 0, err);
-    needle_session *s = status ? NULL : needle_session_new(a->model, 0, 0, 0, err);
+    needle_session *s = status ? NULL : needle_session_new(a->model, 0, 0, a->exact, err);
     if (!status && !s) status = err ? err->code : NEEDLE_E_NOMEM;
     if (!status) status = needle_session_feed(s, ids.ids, ids.len, NULL, 0, err);
     if (!status) status = needle_session_head(s, ND_HEAD_CONTRASTIVE, out, err);
@@ -369,13 +394,16 @@ static int start_conversation(needle_agent *a, needle_error *err) {
     a->prefix.len = 0;
     if (!status) status = ids_put(&a->prefix, &a->bos, 1);
     if (!status) status = encode_into(a, &a->prefix, text.data, text.len, 0, err);
+    if (!status && a->prefix.len > MAX_TOOLS_BLOCK_TOKENS)
+        status = nd_fail(err, NEEDLE_E_CONTEXT, "the tools block is %zu tokens, over the limit of %d: "
+                         "declare fewer or shorter tools", a->prefix.len, MAX_TOOLS_BLOCK_TOKENS);
     if (!status) {
         a->grammar = nd_grammar_new_calls(a->vocab_trie, tools.data, tools.len, a->marker[M_CALL_END],
                                           a->require_call ? 1 : 0, err);
         if (!a->grammar) status = err ? err->code : NEEDLE_E_SCHEMA;
     }
     if (!status) {
-        a->session = needle_session_new(a->model, 0, (uint32_t)a->prefix.len, 0, err);
+        a->session = needle_session_new(a->model, 0, (uint32_t)a->prefix.len, a->exact, err);
         if (!a->session) status = err ? err->code : NEEDLE_E_NOMEM;
     }
     if (!status) status = needle_session_feed(a->session, a->prefix.ids, a->prefix.len, NULL, 0, err);
@@ -459,7 +487,7 @@ static int same_choice(const uint32_t *x, const uint32_t *y, uint32_t n) {
 int needle_agent_begin(needle_agent *a, const char *text, size_t len, int kind,
                        uint32_t max_new_tokens, needle_error *err) {
     if (!a->session) return nd_fail(err, NEEDLE_E_ARGUMENT, "call needle_agent_init before a turn");
-    if (a->phase == P_REASON || a->phase == P_CALL)
+    if (a->phase == P_PREFILL || a->phase == P_REASON || a->phase == P_CALL)
         return nd_fail(err, NEEDLE_E_ARGUMENT, "a turn is already in progress");
     if (kind == NEEDLE_TURN_AUTO) kind = a->last_turn_called ? NEEDLE_TURN_TOOL_RESULT : NEEDLE_TURN_QUERY;
     if (kind == NEEDLE_TURN_TOOL_RESULT && !a->last_turn_called)
@@ -486,24 +514,22 @@ int needle_agent_begin(needle_agent *a, const char *text, size_t len, int kind,
             }
         }
     }
-    idlist ids = {0};
-    if (!status) status = render_turn(a, text, len, &ids, err);
+    a->prompt.len = a->prompt_fed = 0;
+    if (!status) status = render_turn(a, text, len, &a->prompt, err);
     /* The target is its own encode call, so it starts with the dummy "▁". */
-    if (!status) status = encode_into(a, &ids, "<think>", 7, 0, err);
-    if (!status) {
-        a->turn_start = needle_session_position(a->session);
-        a->conversation_mark = a->conversation.len;
-        nd_session_pool_save(a->session, a->pool_mark);
-        status = feed(a, ids.ids, ids.len, err);
-        a->prefill_count += (uint32_t)ids.len;
-    }
-    free(ids.ids);
+    if (!status) status = encode_into(a, &a->prompt, "<think>", 7, 0, err);
+    if (!status && a->prompt.len > MAX_TURN_TOKENS)
+        status = nd_fail(err, NEEDLE_E_CONTEXT, "the %s is %zu tokens, over the limit of %d",
+                         kind == NEEDLE_TURN_QUERY ? "query" : "tool result", a->prompt.len, MAX_TURN_TOKENS);
     a->prefill_ms = nd_now_ms() - t0;
     if (status) return status;
+    a->turn_start = needle_session_position(a->session);
+    a->conversation_mark = a->conversation.len;
+    nd_session_pool_save(a->session, a->pool_mark);
     needle_decoder_free(a->decoder);
     a->decoder = needle_decoder_new(a->tok);
     needle_grammar_reset(a->grammar);
-    a->phase = P_REASON;
+    a->phase = P_PREFILL;
     return a->decoder ? NEEDLE_OK : nd_fail(err, NEEDLE_E_NOMEM, "out of memory");
 }
 
@@ -666,10 +692,29 @@ static int step_call(needle_agent *a, char *out, size_t cap, size_t *out_len) {
     return take_call_token(a, token, out, cap, out_len);
 }
 
+/* Feeds the next PREFILL_STEP ids of the turn's text; the last step leaves
+ * the logits that the reasoning's first token is sampled from. */
+static int step_prefill(needle_agent *a) {
+    size_t n = a->prompt.len - a->prompt_fed;
+    if (n > PREFILL_STEP) n = PREFILL_STEP;
+    needle_error err;
+    int status = feed(a, a->prompt.ids + a->prompt_fed, n, &err);
+    if (status) return fail_turn(a, status, err.message);
+    a->prompt_fed += n;
+    a->prefill_count += (uint32_t)n;
+    if (a->prompt_fed == a->prompt.len) a->phase = P_REASON;
+    return NEEDLE_STEP_PREFILL;
+}
+
 int needle_agent_step(needle_agent *a, char *out, size_t cap, size_t *out_len) {
     *out_len = 0;
-    if (a->phase != P_REASON && a->phase != P_CALL) return NEEDLE_STEP_DONE;
     double t0 = nd_now_ms();
+    if (a->phase == P_PREFILL) {
+        int kind = step_prefill(a);
+        a->prefill_ms += nd_now_ms() - t0;
+        return kind;
+    }
+    if (a->phase != P_REASON && a->phase != P_CALL) return NEEDLE_STEP_DONE;
     int kind = a->phase == P_REASON ? step_reasoning(a, out, cap, out_len)
                                     : step_call(a, out, cap, out_len);
     a->decode_ms += nd_now_ms() - t0;
@@ -677,7 +722,7 @@ int needle_agent_step(needle_agent *a, char *out, size_t cap, size_t *out_len) {
 }
 
 void needle_agent_abort(needle_agent *a) {
-    if (a->phase == P_REASON || a->phase == P_CALL)
+    if (a->phase == P_PREFILL || a->phase == P_REASON || a->phase == P_CALL)
         fail_turn(a, NEEDLE_E_ABORTED, "the turn was aborted by the caller");
 }
 

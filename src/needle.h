@@ -230,29 +230,40 @@ typedef struct needle_agent needle_agent;
 NEEDLE_API needle_agent *needle_agent_new(const needle_model *model, needle_error *err);
 NEEDLE_API void needle_agent_free(needle_agent *agent);
 /* Declares one tool: a JSON object {"name","description","parameters"}
- * (rendered as compact JSON in the given key order). Call before init. */
+ * (rendered as compact JSON in the given key order). Call before init. At
+ * most 256 tools, each at most 8,192 bytes of compact JSON and 65,536 bytes
+ * all together (NEEDLE_E_ARGUMENT). */
 NEEDLE_API int needle_agent_add_tool(needle_agent *agent, const char *json, size_t len,
                                      needle_error *err);
 /* Compiles the tools' grammar (schema errors name the tool and the JSON
  * pointer), embeds the tools when there are more than 5, renders the system
- * turn and tools block and prefills it. system may be empty. */
+ * turn and tools block and prefills it. system may be empty. A tools block
+ * over 2,048 tokens is refused (NEEDLE_E_CONTEXT). */
 NEEDLE_API int needle_agent_init(needle_agent *agent, const char *system, size_t len,
                                  needle_error *err);
 /* With on, every turn calls at least one tool (the grammar's call array
  * cannot close empty), as an extraction needs. Call before init. */
 NEEDLE_API void needle_agent_require_call(needle_agent *agent, int on);
+/* With on, the agent's sessions run exact f32 numerics (needle_session_new's
+ * exact) instead of the default fast mode. Call before init. */
+NEEDLE_API void needle_agent_exact(needle_agent *agent, int on);
 NEEDLE_API void needle_agent_set_sampling(needle_agent *agent, float temperature, uint32_t top_k,
                                           float top_p, float min_p, float repetition_penalty,
                                           uint32_t seed);
 enum { NEEDLE_TURN_AUTO = 0, NEEDLE_TURN_QUERY = 1, NEEDLE_TURN_TOOL_RESULT = 2 };
 /* Starts a turn: a query, or a tool result (JSON text) after a turn that
- * called tools; AUTO picks the tool result after calls, else a query. */
+ * called tools; AUTO picks the tool result after calls, else a query. The
+ * turn's text (at most 4,096 tokens, else NEEDLE_E_CONTEXT) is tokenized
+ * here and fed by the steps that follow. */
 NEEDLE_API int needle_agent_begin(needle_agent *agent, const char *text, size_t len, int kind,
                                   uint32_t max_new_tokens, needle_error *err);
-enum { NEEDLE_STEP_DONE = 0, NEEDLE_STEP_REASONING = 1, NEEDLE_STEP_CALL = 2, NEEDLE_STEP_MARKER = 3 };
+enum { NEEDLE_STEP_DONE = 0, NEEDLE_STEP_REASONING = 1, NEEDLE_STEP_CALL = 2, NEEDLE_STEP_MARKER = 3,
+       NEEDLE_STEP_PREFILL = 4 };
 /* Produces the next piece of the turn into out (at most cap bytes, *out_len
  * set); returns a NEEDLE_STEP_* kind, or -1 when the turn failed (the
- * envelope says why; the conversation is as before the turn). */
+ * envelope says why; the conversation is as before the turn). The first
+ * steps of a turn feed its text, 16 tokens each, with no piece (PREFILL):
+ * needle_agent_abort between any two steps undoes the turn. */
 NEEDLE_API int needle_agent_step(needle_agent *agent, char *out, size_t cap, size_t *out_len);
 /* Ends the turn in progress as failed (NEEDLE_E_ABORTED), undoing it. */
 NEEDLE_API void needle_agent_abort(needle_agent *agent);

@@ -11,9 +11,10 @@ const BUILD = '';
 const CACHE = `needle-app-${VERSION}${BUILD ? `-${BUILD}` : ''}`;
 const SHELL = [
   './', './index.html', './app.js', './presets.js', './style.css', './manifest.webmanifest', './icon.svg',
+  './tools.json',
   '../js/index.js', '../js/client.js', '../js/worker.js', '../js/protocol.js', '../js/load.js',
   '../js/model.js', '../js/engine.js', '../js/wasm.js', '../js/agent.js', '../js/node-import.js',
-  '../js/thread-worker.js',
+  '../js/thread-worker.js', '../js/options.js', '../js/exact-json.js',
   '../dist/needle.wasm', '../dist/needle-nosimd.wasm', '../dist/needle-relaxed.wasm', '../dist/needle-threads.wasm',
 ].map((path) => new URL(path, self.location).href);
 

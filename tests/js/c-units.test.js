@@ -1,6 +1,7 @@
 // Runs the C unit tests (tests/c/test_*.c) in both builds that ./build.sh
 // native makes: natively under AddressSanitizer + UBSan, and as WASI modules
-// with the SIMD128 kernels. Each test program prints "N passed, N failed".
+// with the SIMD128 kernels, and natively again with a small stack. Each test
+// program prints "N passed, N failed".
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
@@ -22,6 +23,13 @@ for (const name of names) {
   test(`${name} (native, ASan+UBSan)`, () => {
     const run = spawnSync(`${root}/build/native/${name}`, { cwd: root, encoding: 'utf8' });
     assertAllPassed(`${run.stdout}${run.stderr}`, run.status, name);
+  });
+
+  // A 256 KB stack (a thread's default is 8 MB here): recursion whose depth
+  // grows with an input's size overflows it, as it would the wasm stack.
+  test(`${name} (native, ASan+UBSan, 256 KB stack)`, () => {
+    const run = spawnSync('bash', ['-c', `ulimit -s 256 && exec "${root}/build/native/${name}"`], { cwd: root, encoding: 'utf8' });
+    assertAllPassed(`${run.stdout}${run.stderr}`, run.status, `${name} with a 256 KB stack`);
   });
 
   test(`${name} (wasm SIMD128, WASI)`, () => {

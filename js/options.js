@@ -1,0 +1,43 @@
+// options.js: checks of the caller's numeric options before they reach the
+// engine, which takes them as f32 and u32: a NaN, a negative count or a
+// topP of 7 would otherwise change silently or fail later naming nothing.
+// Each failure is a NeedleError (STATUS.ARGUMENT) naming the option and
+// what it may be.
+
+import { NeedleError, STATUS } from './engine.js';
+
+const U32_MAX = 0xffffffff;
+
+function fail(name, value, allowed) {
+  return new NeedleError(`option ${name} is ${typeof value === 'string' ? JSON.stringify(value) : String(value)}: ${allowed}`, STATUS.ARGUMENT);
+}
+
+/** A finite number in [min, max] (bounds open where said), or the default when undefined. */
+export function checkNumber(name, value, { min = -Infinity, max = Infinity, minOpen = false, fallback }) {
+  if (value === undefined) return fallback;
+  const low = minOpen ? value > min : value >= min;
+  if (typeof value !== 'number' || !Number.isFinite(value) || !low || value > max) {
+    const range = `${minOpen ? '(' : '['}${min}, ${max}]`;
+    throw fail(name, value, `must be a finite number in ${range.replace('Infinity', 'inf')}`);
+  }
+  return value;
+}
+
+/** An integer in [min, max], or the default when undefined. */
+export function checkInteger(name, value, { min = 0, max = U32_MAX, fallback }) {
+  if (value === undefined) return fallback;
+  if (!Number.isInteger(value) || value < min || value > max) throw fail(name, value, `must be an integer from ${min} to ${max}`);
+  return value;
+}
+
+/** The sampler's options with their defaults (greedy), checked. */
+export function checkSampling({ temperature, topK, topP, minP, repetitionPenalty, seed } = {}) {
+  return {
+    temperature: checkNumber('temperature', temperature, { min: 0, max: 1e6, fallback: 0 }),
+    topK: checkInteger('topK', topK, { min: 0, max: 1 << 24, fallback: 0 }),
+    topP: checkNumber('topP', topP, { min: 0, max: 1, minOpen: true, fallback: 1 }),
+    minP: checkNumber('minP', minP, { min: 0, max: 1, fallback: 0 }),
+    repetitionPenalty: checkNumber('repetitionPenalty', repetitionPenalty, { min: 0, max: 1e6, minOpen: true, fallback: 1 }),
+    seed: checkInteger('seed', seed, { min: 0, max: U32_MAX, fallback: 0 }),
+  };
+}
