@@ -7,6 +7,7 @@
 #   ./build.sh fuzz     the libFuzzer targets (archive, tokenizer, grammar) in build/
 #   ./build.sh all      everything above
 #   ./build.sh deps     installs the Debian packages the build and tests need (root)
+#   ./build.sh train    retrains the demo model into src/train/demo-model/ (not in all)
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -28,7 +29,7 @@ host_imports() {
 # Sources that run once per load or per prompt (parsing, tokenizing, the
 # agent's bookkeeping): compiled for size, which keeps the module under its
 # 300 KB budget; everything a token runs through is compiled for speed.
-SIZE_SOURCES="src/agent.c src/archive.c src/bench.c src/inspect.c src/json.c src/model.c src/tokenizer.c"
+SIZE_SOURCES="src/agent.c src/archive.c src/bench.c src/grammar.c src/grammar_schema.c src/inspect.c src/json.c src/model.c src/regex.c src/tokenizer.c"
 
 # One engine module: OUT, then the variant's flags (-m and -D flags compile,
 # the others link) and extra sources. Standalone, no Emscripten JS glue:
@@ -103,9 +104,41 @@ relaxed_module() {
       console.error(`${process.argv[1]} does not validate with relaxed SIMD on`); process.exit(1); }' "$2"
 }
 
+# The demo model (trained by `./build.sh train`, committed) with its tools,
+# and two random-weight fixtures for tests and the bench, never shipped: the
+# released geometry and a tiny one.
 archives() {
-  node js/cli.js make-demo dist/demo.cact
-  node js/cli.js make-demo dist/tiny.cact --tiny
+  cp src/train/demo-model/needle-demo.cact dist/demo.cact
+  cp web/tools.json dist/demo-tools.json
+  node js/cli.js make-random dist/released-random.cact
+  node js/cli.js make-random dist/tiny.cact --tiny
+}
+
+# Retrains the demo model from its seed (not part of `all`: about 70 minutes
+# on an idle 2-core machine) and writes src/train/demo-model/.
+train() {
+  local need=()
+  /usr/bin/python3 -c 'import torch' 2>/dev/null || need+=(python3-torch)
+  /usr/bin/python3 -c 'import numpy' 2>/dev/null || need+=(python3-numpy)
+  /usr/bin/python3 -c 'import sentencepiece' 2>/dev/null || need+=(python3-sentencepiece)
+  # Without OpenBLAS Debian's torch runs on the reference BLAS, 20-40x slower.
+  compgen -G "/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so*" >/dev/null || need+=(libopenblas0-pthread)
+  command -v spm_train >/dev/null || need+=(sentencepiece)
+  if [ ${#need[@]} -gt 0 ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  fi
+  # The schedule the committed model was trained with: 600 steps of a
+  # 1200-step schedule (stopped there to fit the session), then 260 steps
+  # resumed from that checkpoint, the last 60% of them quantisation-aware;
+  # then the probe heads on the frozen base.
+  local train="/usr/bin/python3 src/train/train.py --out build/train --seed 1 --batch-tokens 8192"
+  $train --stage base --steps 1200 --stop-at 600
+  cp build/train/checkpoint.pt build/train/checkpoint-step600.pt
+  $train --stage base --resume build/train/checkpoint-step600.pt --steps 260 --lr 1.5e-3 --warmup 20 \
+    --qat-share 0.6 --batch-seed 2
+  $train --stage heads --contrastive-steps 150 --confidence-steps 120
+  node src/train/publish.mjs build/train src/train/demo-model
 }
 
 native() {
@@ -153,5 +186,6 @@ case "${1:-wasm}" in
   fuzz) fuzz ;;
   all) wasm; archives; native; fuzz ;;
   deps) deps ;;
-  *) echo "usage: $0 [wasm|native|fuzz|all|deps]" >&2; exit 2 ;;
+  train) train ;;
+  *) echo "usage: $0 [wasm|native|fuzz|all|deps|train]" >&2; exit 2 ;;
 esac

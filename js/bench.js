@@ -1,6 +1,6 @@
 // bench.js: the numbers behind "how fast is it" (`needle-wasm bench`, `npm
-// run bench`). On one archive (default: the demo archive, released geometry
-// with random weights) it measures decode and prefill tokens/s, the share of
+// run bench`). On one archive (default: dist/released-random.cact, the released
+// geometry with random weights) it measures decode and prefill tokens/s, the share of
 // each forward stage in a decode step (needle_session_profile), GEMV GMAC/s of
 // every CQ width against the dense f32 GEMV (needle_bench_gemv), the wasm
 // memory high-water mark of a 1,000-token conversation, grammar-mask latency
@@ -16,6 +16,7 @@ import os from 'node:os';
 import { Model } from './model.js';
 import { VARIANTS, chooseVariant, detectFeatures, defaultVariant, variantUrl } from './wasm.js';
 
+const RELEASED = new URL('../dist/released-random.cact', import.meta.url);
 const DEMO = new URL('../dist/demo.cact', import.meta.url);
 const TINY = new URL('../dist/tiny.cact', import.meta.url);
 
@@ -27,8 +28,8 @@ export const STAGES = ['embedding', 'mhc', 'engram', 'attn_proj', 'attention', '
 const F32_BITS = 32;
 const GEMV_GROUP = 128; // the released archive's weight group
 
-const FULL = { decodeSteps: 16, decodeRuns: 3, prefillRuns: 3, gemvMs: 40, gemvRuns: 3, masks: 300 };
-const QUICK = { decodeSteps: 2, decodeRuns: 1, prefillRuns: 1, gemvMs: 1, gemvRuns: 1, masks: 20 };
+const FULL = { decodeSteps: 16, decodeRuns: 3, prefillRuns: 3, gemvMs: 40, gemvRuns: 3, masks: 300, commands: 200 };
+const QUICK = { decodeSteps: 2, decodeRuns: 1, prefillRuns: 1, gemvMs: 1, gemvRuns: 1, masks: 20, commands: 3 };
 
 const TOOLS = JSON.stringify([
   { name: 'set_light', description: 'Turn a light on or off', parameters: { type: 'object',
@@ -285,11 +286,31 @@ function alternate(t1, t2, rounds, fn) {
   return { t1: median(rates.t1), t2: t2 ? median(rates.t2) : null };
 }
 
+/** Time per command on the trained demo model: complete() of held-out
+ *  commands (src/train/demo-model/), each on a fresh agent whose tools block
+ *  was prefilled at create. Only in a source checkout, where they are. */
+async function demoCommandMs(opts) {
+  let evaluation;
+  try {
+    evaluation = await import('../src/train/evaluate.mjs');
+  } catch {
+    return { reason: 'the held-out commands are in the source checkout (src/train/), not in the package' };
+  }
+  const model = await Model.fromBytes(new Uint8Array(await readFile(DEMO)), { threads: 1 });
+  try {
+    const results = await evaluation.evaluate(model, evaluation.heldout().slice(0, opts.commands));
+    const ms = results.map((r) => r.turns[0].ms).sort((a, b) => a - b);
+    return { median: ms[Math.floor(ms.length / 2)], p90: ms[Math.floor(ms.length * 0.9)], count: ms.length };
+  } finally {
+    await model.free();
+  }
+}
+
 /** Runs the benchmark; returns the result object (see the file comment).
  *  progress(text) is told what runs next. */
 export async function runBench({ file, quick = false, progress = () => {} } = {}) {
   const opts = quick ? QUICK : FULL;
-  const source = file ?? (quick ? TINY : DEMO);
+  const source = file ?? (quick ? TINY : RELEASED);
   const started = performance.now();
   const bytes = new Uint8Array(await readFile(source));
   const variant = defaultVariant();
@@ -349,6 +370,9 @@ export async function runBench({ file, quick = false, progress = () => {} } = {}
     progress('constrained decode');
     const constrained = constrainedDecode(model, opts);
     if (constrained.reason) nulls.constrained_decode_tps = constrained.reason;
+    progress('commands on the demo model');
+    const command = await demoCommandMs(opts);
+    if (command.reason) nulls.demo_command_ms = command.reason;
     progress('other engine variants');
     await threaded?.free();
     threaded = null;
@@ -367,6 +391,7 @@ export async function runBench({ file, quick = false, progress = () => {} } = {}
       mask_us_p99: mask.reason ? null : round(mask.p99, 1),
       constrained_decode_tps: constrained.reason ? null
         : { constrained: round(constrained.constrained), unconstrained: round(constrained.unconstrained) },
+      demo_command_ms: command.reason ? null : { median: round(command.median, 1), p90: round(command.p90, 1) },
       wasm_bytes: await wasmSizes(),
       decode_tps_ctx64_by_variant: variants,
       host: {
@@ -379,6 +404,7 @@ export async function runBench({ file, quick = false, progress = () => {} } = {}
           gemv: `needle_bench_gemv, group ${GEMV_GROUP}, activation rotated outside the timing`,
           peak_memory: 'wasm memory high-water mark after a 1000-token prompt and decode steps',
           mask: `${mask.count ?? 0} masks over random logits on a two-tool grammar`,
+          demo_command: `complete() to envelope on dist/demo.cact, greedy, 1 thread, tools block prefilled at create, ${command.count ?? 0} held-out commands`,
         },
         duration_s: round((performance.now() - started) / 1000, 1),
       },
@@ -415,6 +441,7 @@ export function formatBench(r) {
     `peak wasm memory, 1000-token conversation: ${r.peak_memory_mb} MB`,
     `grammar mask: median ${num(r.mask_us_median, 0)} us, p99 ${num(r.mask_us_p99, 0)} us`,
     `greedy decode tok/s at context 64: constrained ${num(r.constrained_decode_tps?.constrained, 1)}, unconstrained ${num(r.constrained_decode_tps?.unconstrained, 1)}`,
+    `command on the demo model (complete() to envelope): median ${num(r.demo_command_ms?.median, 0)} ms, p90 ${num(r.demo_command_ms?.p90, 0)} ms`,
     `wasm modules: ${Object.entries(r.wasm_bytes).map(([f, b]) => `${f} ${b} bytes`).join(', ')}`,
     `decode tok/s at context 64 by engine variant: ${Object.entries(r.decode_tps_ctx64_by_variant)
       .map(([v, tps]) => `${v} ${tps}`).join(', ')}`,

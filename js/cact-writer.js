@@ -6,7 +6,7 @@
 // exporter does (per group: Hadamard rotation, L2 norm, nearest level with ties
 // to the lower level, fp16 norm), in float64. Only integer, +-*/ and sqrt are
 // used on random values, so the bytes are the same in every JS engine.
-// ES module, no dependencies (writeDemoArchive alone needs Node).
+// ES module, no dependencies (writeRandomArchive alone needs Node).
 //
 //   import { writeCact, TINY_GEOMETRY } from './cact-writer.js';
 //   const bytes = writeCact({ geometry: TINY_GEOMETRY, seed: 7, tokenizer: blob, heads: true });
@@ -448,13 +448,13 @@ export function syntheticPieces(count) {
   return pieces.slice(0, count);
 }
 
-/** Node only: writes the demo archive (released geometry, kvWindow 256,
+/** Node only: writes a random-weight archive (released geometry, kvWindow 256,
  *  kvBits 8, seed 1, both heads) or, with tiny, the tiny test archive (also
  *  with both heads), with the tokenizer of tests/fixtures/tokenizer/*.model
  *  when js/sentencepiece-model.js and the model exist, else a synthetic
  *  tokenizer. Returns { path, bytes, tensors, tokenizer: model path or
  *  'synthetic' }. */
-export async function writeDemoArchive(path, { tiny = false } = {}) {
+export async function writeRandomArchive(path, { tiny = false } = {}) {
   const fs = await import('node:fs/promises');
   const { tokenizer, source } = await demoTokenizer(fs, tiny);
   const bytes = writeCact({

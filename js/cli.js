@@ -14,12 +14,14 @@ const USAGE = `usage: needle-wasm <command> [FILE] [options]
   logits [FILE] --ids 2,17,99 [--all] [--window N] [--sinks K] [--exact]
   generate [FILE] --prompt TEXT [--raw] [--max-tokens N] [--temperature T]
            [--top-k K] [--top-p P] [--min-p P] [--repetition-penalty R] [--seed S]
-  complete [FILE] --tools tools.json --query TEXT [--system S] [--seed N] [--temperature T]
-           [--max-tokens N]             one agent turn: prints the envelope JSON
-  demo                                generate from the built-in demo archive
-  make-demo OUT [--tiny]              write the demo archive (random weights)
+           [--exact]
+  complete [FILE] --query TEXT [--tools tools.json] [--system S] [--seed N] [--temperature T]
+           [--max-tokens N] [--exact]   one agent turn: prints the envelope JSON
+  demo                                one command through the built-in demo model
+  make-random OUT [--tiny]            write an archive of random weights (released geometry, or tiny)
   bench [FILE] [--json] [--quick]     decode/prefill tok/s, stage shares, GEMV GMAC/s, memory
-Without FILE, commands use the built-in demo archive (dist/demo.cact).`;
+Without FILE, commands use the built-in demo model (dist/demo.cact: a small model trained
+by this project on the 18 tools of dist/demo-tools.json, the default of complete --tools).`;
 
 const OPTIONS = {
   json: { type: 'boolean' }, quick: { type: 'boolean' }, all: { type: 'boolean' }, exact: { type: 'boolean' },
@@ -31,7 +33,7 @@ const OPTIONS = {
   tools: { type: 'string' }, query: { type: 'string' }, system: { type: 'string' },
 };
 
-const COMMANDS = { inspect, tokenize, detokenize, logits, generate, complete, demo, 'make-demo': makeDemo, bench };
+const COMMANDS = { inspect, tokenize, detokenize, logits, generate, complete, demo, 'make-random': makeRandom, bench };
 
 class UsageError extends Error {}
 
@@ -108,23 +110,32 @@ async function generate([file], values) {
   process.stdout.write('\n');
 }
 
+const DEMO_TOOLS = new URL('../dist/demo-tools.json', import.meta.url);
+
 async function complete([file], values) {
-  if (!values.tools || values.query === undefined) throw new UsageError('complete needs --tools FILE and --query TEXT');
+  if (values.query === undefined) throw new UsageError('complete needs --query TEXT');
+  if (file && !values.tools) throw new UsageError('complete FILE needs --tools tools.json');
   const { readFile } = await import('node:fs/promises');
-  const tools = JSON.parse(await readFile(values.tools, 'utf8'));
+  const tools = JSON.parse(await readFile(values.tools ?? DEMO_TOOLS, 'utf8'));
   if (!Array.isArray(tools)) throw new UsageError(`${values.tools} must hold a JSON array of tools`);
   const agent = await Needle.create({
-    model: file ?? DEMO_ARCHIVE_URL, tools, system: values.system ?? '',
+    model: file ?? DEMO_ARCHIVE_URL, tools, system: values.system ?? '', exact: !!values.exact,
     temperature: number(values, 'temperature', 0), seed: number(values, 'seed', 0),
   });
-  const envelope = await agent.complete(values.query, { maxNewTokens: number(values, 'max-tokens', 256) });
-  console.log(JSON.stringify(envelope));
+  try {
+    const envelope = await agent.complete(values.query, { maxNewTokens: number(values, 'max-tokens', 256) });
+    console.log(JSON.stringify(envelope));
+  } finally {
+    agent.free();
+  }
 }
 
 async function demo() {
-  console.log('needle-wasm demo: the built-in archive has random weights, so the text is noise;');
-  console.log('load real weights with: needle-wasm generate needle2.cact --prompt "..."\n');
-  await generate([], { prompt: 'turn on the kitchen lights', 'max-tokens': '48', temperature: '0.8', seed: '7' });
+  const query = 'set a timer for 10 minutes';
+  console.log('needle-wasm demo: the built-in model, trained by this project on 18 everyday tools');
+  console.log('(not Needle 2: load needle2.cact for that, e.g. needle-wasm complete needle2.cact --tools ...)');
+  console.log(`query: ${query}`);
+  await complete([], { query });
 }
 
 async function bench([file], values) {
@@ -134,10 +145,10 @@ async function bench([file], values) {
   console.log(values.json ? JSON.stringify(result) : formatBench(result));
 }
 
-async function makeDemo([out], values) {
-  if (!out) throw new UsageError('make-demo needs an output path');
-  const { writeDemoArchive } = await import('./cact-writer.js');
-  await writeDemoArchive(out, { tiny: !!values.tiny });
+async function makeRandom([out], values) {
+  if (!out) throw new UsageError('make-random needs an output path');
+  const { writeRandomArchive } = await import('./cact-writer.js');
+  await writeRandomArchive(out, { tiny: !!values.tiny });
 }
 
 async function main(argv) {
@@ -154,6 +165,8 @@ async function main(argv) {
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === (await import('node:fs')).realpathSync(process.argv[1])) {
+  // `needle-wasm inspect | head`: a reader that stops early ends the command quietly.
+  process.stdout.on('error', (error) => { if (error.code === 'EPIPE') process.exit(0); throw error; });
   main(process.argv.slice(2)).then(
     (code) => { process.exitCode = code; },
     (error) => {

@@ -1,25 +1,75 @@
-// app.js: the demo page. Loads an archive (demo by default, or a URL, a
-// picked file, a dropped file) with a progress bar into a Web Worker, then
-// runs the agent there: an example (presets.js) fills an editable tools JSON
-// and a query; Run streams the reasoning, then shows the parsed call with
-// confidence, speed and memory; a tool result can go back as the next turn.
-// Registers the offline service worker.
+// app.js: the demo page. Loads an archive (the built-in demo model by
+// default, or a URL, a picked file, a dropped file) with a progress bar into a
+// Web Worker, then runs the agent there: an example (presets.js, with the
+// tools of tools.json) fills an editable tools JSON and a query; Run streams
+// the reasoning, then shows the parsed call with confidence, speed and
+// memory; a tool result can go back as the next turn. Registers the offline
+// service worker.
 
 import { loadModel, Needle, NeedleError, DEMO_ARCHIVE_URL, ARCHIVE_CACHE, STATUS } from '../js/index.js';
-import { PRESETS, mockResult } from './presets.js';
+import { PRESETS, toolsFor, mockResult } from './presets.js';
 
 const $ = (id) => document.getElementById(id);
 const LAST_URL_KEY = 'needle-wasm:last-url';
-// model: the WorkerModel; agent: its WorkerNeedle and the settings it was made with.
-const state = { model: null, loading: null, running: null, agent: null, agentKey: '', lastCalls: [] };
+const READY_VERDICT = 'Pick an example and press Run.';
+const state = {
+  model: null,      // the WorkerModel
+  modelInfo: null,  // what the page says about it: { name, size, isDemo }
+  loading: null,    // the AbortController of the load in progress
+  loads: 0,         // counts load attempts, so a turn that outlived one shows nothing
+  running: null,    // the AbortController of the turn in progress
+  agent: null,      // the WorkerNeedle, and the tools and settings it was made with
+  agentKey: '',
+  lastCalls: [],
+  catalogue: [],    // tools.json
+};
 
 const mb = (bytes) => `${(bytes / 1048576).toFixed(1)} MB`;
 
-function showError(box, error) {
-  if (!error) { box.hidden = true; box.textContent = ''; return; }
+/** How the page names a model: "the built-in demo model (demo.cact, 1.0 MB)". */
+function describeModel({ name, size, isDemo }) {
+  return isDemo ? `the built-in demo model (${name}, ${mb(size)})` : `${name} (${mb(size)})`;
+}
+
+/** Shows an error: a sentence a person can act on, with the engine's own
+ *  message and code beside it in smaller text. `plain` may be omitted. */
+function showError(box, error, plain) {
+  if (!error) { box.hidden = true; box.replaceChildren(); return; }
   box.hidden = false;
-  box.textContent = typeof error === 'string' ? error
-    : `${error.message}${error.code !== undefined ? ` (code ${error.code})` : ''}`;
+  if (typeof error === 'string') { box.textContent = error; return; }
+  const detail = `${error.message}${error.code !== undefined ? ` (code ${error.code})` : ''}`;
+  if (!plain) { box.textContent = detail; return; }
+  const main = document.createElement('span');
+  main.className = 'error-main';
+  main.textContent = plain;
+  const small = document.createElement('span');
+  small.className = 'error-detail';
+  small.textContent = `Details: ${detail}`;
+  box.replaceChildren(main, small);
+}
+
+/** A failed load in words: what went wrong and what to do about it. The codes
+ *  are those of js/load.js and the engine's STATUS (js/engine.js). */
+function explainLoadError(error) {
+  switch (error.code) {
+    case STATUS.FORMAT:
+      return /not a \.cact archive/.test(error.message) ? 'This file is not a .cact archive.'
+        : 'This .cact archive is damaged, or not one this engine can read.';
+    case STATUS.NOMEM: return 'This browser tab does not have enough memory for this model. Close other tabs and try again.';
+    case STATUS.TOKENIZER: return 'The tokenizer inside this archive is damaged.';
+    case 'HTTP':
+      if (error.status === 404) return 'There is no file at this address (HTTP 404). Check the URL.';
+      if (error.status === 401 || error.status === 403) return `The server refused to send this file (HTTP ${error.status}).`;
+      if (error.status >= 500) return `The server failed to send this file (HTTP ${error.status}). Try again later.`;
+      return `The server answered with an error${error.status ? ` (HTTP ${error.status})` : ''}.`;
+    case 'NETWORK':
+      return 'The archive could not be downloaded. Check the address and your connection; a server on ' +
+        'another site must also allow this page to download from it (CORS).';
+    case 'TRUNCATED': return 'The download stopped before the end of the archive. Try again.';
+    case 'LENGTH': return 'The server sent more data than it announced; the file may have changed meanwhile. Try again.';
+    case 'READ': return 'The file could not be read: it may have been moved or deleted.';
+    default: return 'The model could not be loaded.';
+  }
 }
 
 function setBusy() {
@@ -33,54 +83,92 @@ function setBusy() {
   document.body.dataset.agent = state.running ? 'running' : 'idle';
 }
 
-/** Loads an archive, replacing the current model once the new one is in. */
-async function load(source, label, { isDemo = false } = {}) {
+/** Run and Send are disabled while a turn runs, which drops focus to <body>;
+ *  keep it on a control a keyboard user can go on from (Stop, then Run). */
+function keepFocus() {
+  const active = document.activeElement;
+  if (!active || active === document.body || active.disabled) $(state.running ? 'stop' : 'run').focus();
+}
+
+function showActiveModel() {
+  const line = $('active-model');
+  if (!state.modelInfo) { line.textContent = 'Active model: none.'; return; }
+  const name = document.createElement('strong');
+  name.textContent = describeModel(state.modelInfo);
+  line.replaceChildren('Active model: ', name);
+  $('demo-note').hidden = !state.modelInfo.isDemo;
+}
+
+/** Loads an archive, replacing the current model once the new one is in.
+ *  Whatever happens, the result of the previous model goes: the page then
+ *  shows only what is true of the model that is active. */
+async function load(source, { name, isDemo = false }) {
   state.loading?.abort();
   state.running?.abort();
   const controller = new AbortController();
   state.loading = controller;
+  state.loads++;
   showError($('error'), null);
+  showError($('agent-error'), null);
+  clearResult();
+  setVerdict(READY_VERDICT);
+  $('stat-state').dataset.last = '';
   setBusy();
   const progress = $('progress');
   progress.removeAttribute('value'); // indeterminate until the first bytes arrive
-  $('load-status').textContent = `Loading ${label}…`;
+  $('load-status').textContent = `Loading ${name}…`;
   const started = performance.now();
   try {
     const model = await loadModel(source, {
       signal: controller.signal,
       onProgress: ({ loaded, total }) => {
         if (total) { progress.max = total; progress.value = loaded; }
-        $('load-status').textContent = `Loading ${label}: ${mb(loaded)}${total ? ` of ${mb(total)}` : ''}`;
+        $('load-status').textContent = `Loading ${name}: ${mb(loaded)}${total ? ` of ${mb(total)}` : ''}`;
       },
     });
+    if (state.loading !== controller) { await model.free(); return; } // a newer load won
     await dropAgent();
     await state.model?.free();
     state.model = model;
+    state.modelInfo = { name, size: model.source.size, isDemo };
     const seconds = ((performance.now() - started) / 1000).toFixed(1);
     progress.max = 1; progress.value = 1;
-    $('load-status').textContent = `Loaded ${label}: ${mb(model.source.size)} in ${seconds} s` +
+    $('load-status').textContent = `Loaded ${name}: ${mb(model.source.size)} in ${seconds} s` +
       `${model.source.fromCache ? ' (from the offline cache)' : ''}.` +
       `${model.source.cacheError ? ` Not cached for offline use: ${model.source.cacheError.message}` : ''}`;
-    $('weights-note').hidden = !isDemo;
     $('stat-memory').textContent = mb(model.peakMemoryBytes);
-    if (typeof source === 'string' || source instanceof URL) rememberUrl(String(source));
+    if (typeof source === 'string') rememberUrl(source);
     clearTurns();
     document.body.dataset.model = 'ready';
   } catch (error) {
     if (error.name === 'AbortError' && state.loading !== controller) return; // replaced by a newer load
     progress.max = 1; progress.value = 0;
-    $('load-status').textContent = `Could not load ${label}.`;
-    showError($('error'), error);
+    $('load-status').textContent = `Could not load ${name}. ` +
+      (state.modelInfo ? `Still using ${describeModel(state.modelInfo)}.` : 'No model is loaded.');
+    showError($('error'), error, explainLoadError(error));
     if (!state.model) document.body.dataset.model = 'error';
   } finally {
     if (state.loading === controller) state.loading = null;
+    showActiveModel();
     setBusy();
   }
 }
 
+/** Loads an archive by URL; relative URLs resolve against this page. */
+function loadUrl(text) {
+  let href;
+  try {
+    href = new URL(text, location.href).href;
+  } catch {
+    showError($('error'), `"${text}" is not a web address. Paste a link to a .cact file, e.g. https://…/needle2.cact or /models/needle2.cact.`);
+    return;
+  }
+  const name = decodeURIComponent(new URL(href).pathname.split('/').pop()) || href;
+  load(href, { name, isDemo: href === DEMO_ARCHIVE_URL.href });
+}
+
 /** Keeps only the last used URL archive in the offline cache. */
-async function rememberUrl(url) {
-  const href = new URL(url, location.href).href;
+async function rememberUrl(href) {
   localStorage.setItem(LAST_URL_KEY, href);
   if (typeof caches === 'undefined') return;
   const cache = await caches.open(ARCHIVE_CACHE);
@@ -88,6 +176,13 @@ async function rememberUrl(url) {
 }
 
 // ---------------------------------------------------------------- tools
+
+/** tools.json, the catalogue the presets name (precached by sw.js for offline visits). */
+async function loadCatalogue() {
+  const response = await fetch('./tools.json');
+  if (!response.ok) throw new Error(`tools.json: HTTP ${response.status}`);
+  return response.json();
+}
 
 /** The tools JSON parsed and checked for shape; throws a message for people. */
 function readTools() {
@@ -155,12 +250,20 @@ async function dropAgent() {
 
 // ---------------------------------------------------------------- turns
 
+function setVerdict(text, bad = false) {
+  $('verdict').textContent = text;
+  $('verdict').classList.toggle('bad', bad);
+}
+
 function clearResult() {
   $('reasoning').textContent = '';
   $('call').textContent = '';
   $('call').classList.remove('none');
+  $('rendered-tools').hidden = true;
   for (const id of ['stat-confidence', 'stat-prefill', 'stat-decode', 'stat-prefilled']) $(id).textContent = '–';
   $('stat-pieces').textContent = '0';
+  $('result-form').hidden = true;
+  state.lastCalls = [];
 }
 
 function clearTurns() {
@@ -202,6 +305,16 @@ function summary(envelope) {
   return envelope.type === 'respond' ? 'responded, no further call' : 'no call: the model declined';
 }
 
+/** With more than 5 tools, says which 5 the retrieval head put in the prompt. */
+function showRenderedTools(agent, declared) {
+  const line = $('rendered-tools');
+  const rendered = declared > 5 && typeof agent.renderedTools === 'function' ? agent.renderedTools() : [];
+  line.hidden = !rendered.length;
+  line.textContent = rendered.length
+    ? `Tools in the prompt for this query (${rendered.length} of ${declared}, picked by retrieval): ${rendered.map((t) => t.name).join(', ')}`
+    : '';
+}
+
 function showEnvelope(envelope, agent) {
   const calls = envelope.function_calls;
   const call = $('call');
@@ -212,6 +325,8 @@ function showEnvelope(envelope, agent) {
     call.textContent = envelope.success ? (envelope.type === 'respond' ? '(no further call)' : '(no call)') : '';
     call.classList.add('none');
   }
+  // Streaming kept the end in view; the tool name is at the start.
+  call.scrollTop = 0;
   $('stat-confidence').textContent = !envelope.success ? '–' : envelope.confidence === null ? 'n/a' : envelope.confidence.toFixed(2);
   $('stat-prefill').textContent = envelope.prefill_tps ? envelope.prefill_tps.toFixed(0) : '–';
   $('stat-decode').textContent = envelope.decode_tps ? envelope.decode_tps.toFixed(1) : '–';
@@ -220,13 +335,11 @@ function showEnvelope(envelope, agent) {
   document.body.dataset.envelopes = String(Number(document.body.dataset.envelopes || 0) + 1);
 
   const stopped = !envelope.success && envelope.error_code === STATUS.ABORTED;
-  const verdict = $('verdict');
-  verdict.classList.toggle('bad', !envelope.success && !stopped);
-  if (stopped) verdict.textContent = 'Stopped. The turn was undone; run again or change the query.';
-  else if (!envelope.success) verdict.textContent = `The turn failed: ${envelope.error} (code ${envelope.error_code}).`;
-  else if (calls.length) verdict.textContent = `${calls.length} call${calls.length === 1 ? '' : 's'}. Send the tool's result back below, or ask something else.`;
-  else if (envelope.type === 'respond') verdict.textContent = 'The model needs no further call.';
-  else verdict.textContent = 'No call: the model found no tool that fits (a refusal).';
+  if (stopped) setVerdict('Stopped. The turn was undone; run again or change the query.');
+  else if (!envelope.success) setVerdict(`The turn failed: ${envelope.error} (code ${envelope.error_code}).`, true);
+  else if (calls.length) setVerdict(`${calls.length} call${calls.length === 1 ? '' : 's'}. Send the tool's result back below, or ask something else.`);
+  else if (envelope.type === 'respond') setVerdict('The model needs no further call.');
+  else setVerdict('No call: the model found no tool that fits (a refusal).');
 
   state.lastCalls = envelope.success ? calls : [];
   $('result-form').hidden = !state.lastCalls.length;
@@ -237,8 +350,11 @@ function showEnvelope(envelope, agent) {
 async function turn(kind, input) {
   if (!state.model || state.running) return;
   showError($('agent-error'), null);
+  const loads = state.loads;
   let agent;
+  let declared;
   try {
+    declared = readTools().length;
     agent = await currentAgent();
   } catch (error) {
     const schema = error.code === STATUS.SCHEMA;
@@ -250,9 +366,9 @@ async function turn(kind, input) {
   state.running = controller;
   $('stat-state').dataset.last = '';
   setBusy();
+  keepFocus();
   clearResult();
-  $('verdict').classList.remove('bad');
-  $('verdict').textContent = kind === 'tool_result' ? 'Reading the tool result…' : 'Thinking…';
+  setVerdict(kind === 'tool_result' ? 'Reading the tool result…' : 'Thinking…');
   let pieces = 0;
   const reasoning = $('reasoning');
   const call = $('call');
@@ -268,15 +384,19 @@ async function turn(kind, input) {
         box.scrollTop = box.scrollHeight;
       },
     });
+    if (loads !== state.loads) return; // a load started meanwhile and cleared the result: show nothing
     showEnvelope(envelope, agent);
+    showRenderedTools(agent, declared);
     logTurn(kind, input, envelope);
     $('stat-state').dataset.last = envelope.success ? 'done' : envelope.error_code === STATUS.ABORTED ? 'stopped' : 'failed';
   } catch (error) {
+    if (loads !== state.loads) return;
     showError($('agent-error'), error);
     $('stat-state').dataset.last = 'failed';
   } finally {
     state.running = null;
     setBusy();
+    keepFocus();
   }
 }
 
@@ -306,8 +426,7 @@ async function reset() {
     await state.agent.reset();
     clearTurns();
     clearResult();
-    $('verdict').classList.remove('bad');
-    $('verdict').textContent = 'New conversation: same tools, nothing said yet.';
+    setVerdict('New conversation: same tools, nothing said yet.');
     $('stat-state').dataset.last = 'reset';
   } catch (error) {
     showError($('agent-error'), error);
@@ -319,9 +438,24 @@ async function reset() {
 function choosePreset(id) {
   const preset = PRESETS.find((p) => p.id === id) ?? PRESETS[0];
   $('query').value = preset.query;
-  $('tools').value = JSON.stringify(preset.tools, null, 2);
+  $('tools').value = JSON.stringify(toolsFor(preset, state.catalogue), null, 2);
   showError($('agent-error'), null);
   checkTools();
+}
+
+/** Fills the examples once tools.json is in; without it the tools box stays
+ *  empty for the user's own tools. */
+async function setupPresets() {
+  try {
+    state.catalogue = await loadCatalogue();
+  } catch (error) {
+    showError($('agent-error'), `The example tools (tools.json) could not be read: ${error.message}. ` +
+      'Type your own tools below.');
+    return;
+  }
+  $('preset').append(...PRESETS.map((p) => new Option(p.label, p.id)));
+  choosePreset(PRESETS[0].id);
+  document.body.dataset.presets = 'ready';
 }
 
 // ---------------------------------------------------------------- page
@@ -337,7 +471,7 @@ function setupDrop() {
     depth = 0;
     document.body.classList.remove('dragging');
     const file = e.dataTransfer?.files?.[0];
-    if (file) load(file, file.name);
+    if (file) load(file, { name: file.name });
   });
 }
 
@@ -359,22 +493,19 @@ function setupNetwork() {
 }
 
 function main() {
-  $('preset').append(...PRESETS.map((p) => new Option(p.label, p.id)));
   $('preset').addEventListener('change', (e) => choosePreset(e.target.value));
   $('tools').addEventListener('input', checkTools);
-  choosePreset(PRESETS[0].id);
-
   $('url-form').addEventListener('submit', (e) => {
     e.preventDefault();
     const url = $('url').value.trim();
-    if (url) load(url, url.split('/').pop() || url);
+    if (url) loadUrl(url);
   });
   $('file').addEventListener('change', (e) => {
     const file = e.target.files?.[0];
-    if (file) load(file, file.name);
+    if (file) load(file, { name: file.name });
     e.target.value = '';
   });
-  $('demo').addEventListener('click', () => load(DEMO_ARCHIVE_URL.href, 'the demo archive', { isDemo: true }));
+  $('demo').addEventListener('click', () => loadUrl(DEMO_ARCHIVE_URL.href));
   $('run').addEventListener('click', runQuery);
   $('stop').addEventListener('click', () => state.running?.abort());
   $('reset').addEventListener('click', reset);
@@ -389,14 +520,11 @@ function main() {
   addEventListener('keydown', (e) => { if (e.key === 'Escape' && state.running) state.running.abort(); });
   setupDrop();
   setupNetwork();
+  setupPresets();
 
   const last = localStorage.getItem(LAST_URL_KEY);
-  if (last && last !== DEMO_ARCHIVE_URL.href) {
-    $('url').value = last;
-    load(last, last.split('/').pop());
-  } else {
-    load(DEMO_ARCHIVE_URL.href, 'the demo archive', { isDemo: true });
-  }
+  if (last) $('url').value = last === DEMO_ARCHIVE_URL.href ? '' : last;
+  loadUrl(last || DEMO_ARCHIVE_URL.href);
 }
 
 main();

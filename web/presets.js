@@ -1,90 +1,112 @@
-// presets.js: example tool sets and queries for the demo page, as data: a
-// preset fills the query and the editable tools JSON that app.js hands to
-// Needle.create. mockResult() makes a plausible tool result for the calls of
-// an envelope, to send back as the next turn.
+// presets.js: the examples of the demo page, as data. Each preset names the
+// tools it declares; the tool objects themselves live in tools.json (the 18
+// tools the built-in demo model was trained on), which app.js fetches and
+// toolsFor() resolves names against, so there is one copy of every schema.
+// `expected` is what a correct model returns: argument values are the user's
+// words, except where the schema asks for a form (HH:MM, an enum, a number).
+// Plain data and functions only: Node imports this file too (the browser test).
+// mockResult() makes a plausible tool result for the calls of an envelope.
 
-const tool = (name, description, properties, required = Object.keys(properties)) => ({
-  name, description, parameters: { type: 'object', properties, required },
-});
-const str = (description, extra = {}) => ({ type: 'string', description, ...extra });
-const num = (description) => ({ type: 'number', description });
+/** `tools: ALL_TOOLS` declares the whole catalogue (retrieval then picks 5). */
+export const ALL_TOOLS = 'all';
 
 export const PRESETS = [
   {
-    id: 'smart-home', label: 'Smart home', query: 'Turn on the kitchen lights and set them to 40 percent',
-    tools: [
-      tool('set_light', 'Switch a light and set its brightness', {
-        room: str('Room name'), on: { type: 'boolean', description: 'On or off' }, brightness: num('0 to 100'),
-      }, ['room', 'on']),
-      tool('set_thermostat', 'Set the target temperature', { room: str('Room name'), celsius: num('Target temperature') }),
+    id: 'lights', label: 'Lights', query: 'turn on the kitchen lights and set them to 40 percent',
+    tools: ['set_light', 'set_thermostat', 'set_timer'],
+    expected: [{ name: 'set_light', arguments: { room: 'kitchen', state: 'on', brightness: 40 } }],
+  },
+  {
+    id: 'alarm', label: 'Alarm (time as HH:MM)', query: 'wake me up at 7 am',
+    tools: ['set_alarm', 'set_timer', 'set_do_not_disturb'],
+    expected: [{ name: 'set_alarm', arguments: { time: '07:00' } }],
+  },
+  {
+    id: 'shopping', label: 'Shopping list (several items)', query: 'add milk, eggs and bananas to my shopping list',
+    tools: ['add_to_list', 'take_note', 'search_web'],
+    expected: [{ name: 'add_to_list', arguments: { list: 'shopping', items: ['milk', 'eggs', 'bananas'] } }],
+  },
+  {
+    id: 'two-calls', label: 'Two calls: lights off and a timer',
+    query: 'turn off the living room lights and set a timer for 20 minutes',
+    tools: ['set_light', 'set_timer', 'set_alarm', 'play_music'],
+    expected: [
+      { name: 'set_light', arguments: { room: 'living room', state: 'off' } },
+      { name: 'set_timer', arguments: { minutes: 20 } },
     ],
   },
   {
-    id: 'robot', label: 'Robot', query: 'Move forward two meters, then turn left 90 degrees',
-    tools: [
-      tool('move', 'Drive straight', { meters: num('Distance; negative drives backwards') }),
-      tool('turn', 'Rotate in place', { degrees: num('Angle'), direction: str('left or right', { enum: ['left', 'right'] }) }),
-      tool('grip', 'Open or close the gripper', { action: str('open or close', { enum: ['open', 'close'] }) }),
-    ],
+    id: 'weather', label: 'Weather', query: "what's the weather like in Lisbon tomorrow",
+    tools: ['get_weather', 'search_web', 'navigate_to'],
+    expected: [{ name: 'get_weather', arguments: { city: 'Lisbon', day: 'tomorrow' } }],
   },
   {
-    id: 'device', label: 'Device control', query: 'Set an alarm for 6:30 tomorrow and mute notifications',
-    tools: [
-      tool('set_alarm', 'Create an alarm', { time: str('HH:MM, 24-hour'), label: str('Optional label') }, ['time']),
-      tool('set_volume', 'Set a volume channel', { channel: str('media, ring or notifications'), level: num('0 to 100') }),
-      tool('toggle_setting', 'Switch a setting', { setting: str('wifi, bluetooth, do_not_disturb ...'), on: { type: 'boolean' } }),
-    ],
+    id: 'message', label: 'Message', query: "send a message to Anna saying I'm running ten minutes late",
+    tools: ['send_message', 'call_contact', 'create_event'],
+    expected: [{ name: 'send_message', arguments: { recipient: 'Anna', text: "I'm running ten minutes late" } }],
   },
   {
-    id: 'email', label: 'Email and document extraction',
-    query: 'Email Dana the invoice total from: "Invoice 2291, due 3 May, total EUR 1,240.50"',
-    tools: [
-      tool('send_email', 'Send an email', { to: str('Recipient name or address'), subject: str('Subject'), body: str('Body text') }),
-      tool('extract_invoice', 'Pull fields out of an invoice text', { number: str('Invoice number'), due: str('Due date'), total: num('Total amount'), currency: str('ISO currency code') }),
-    ],
+    id: 'convert', label: 'Unit conversion', query: 'convert 5 miles to kilometers',
+    tools: ['convert_units', 'translate_text', 'search_web'],
+    expected: [{ name: 'convert_units', arguments: { value: 5, from_unit: 'miles', to_unit: 'kilometers' } }],
   },
   {
-    id: 'currency', label: 'Currency', query: 'How much is 250 dollars in yen?',
-    tools: [tool('convert_currency', 'Convert an amount', { amount: num('Amount'), from: str('ISO code'), to: str('ISO code') })],
+    id: 'translate', label: 'Translation', query: 'translate good morning into Spanish',
+    tools: ['translate_text', 'send_message', 'search_web'],
+    expected: [{ name: 'translate_text', arguments: { text: 'good morning', target_language: 'Spanish' } }],
   },
   {
-    id: 'sentiment', label: 'Sentiment', query: 'The delivery was late again and nobody answered the phone.',
-    tools: [tool('classify_sentiment', 'Label the sentiment of a text', { label: str('positive, neutral or negative', { enum: ['positive', 'neutral', 'negative'] }), score: num('Confidence 0..1') })],
+    id: 'refusal', label: 'No tool fits (a refusal)', query: 'book a flight to Paris',
+    tools: ['navigate_to', 'get_weather', 'set_alarm'],
+    expected: [],
   },
   {
-    id: 'routing', label: '12-tool routing', query: 'What is the weather in Lisbon this weekend?',
-    tools: ['get_weather', 'get_time', 'search_web', 'play_music', 'set_timer', 'send_message', 'create_event',
-      'navigate', 'order_food', 'translate', 'calculate', 'take_note'].map((name) =>
-      tool(name, name.replace(/_/g, ' '), { query: str('What to do') })),
-  },
-  {
-    id: 'array', label: 'Array argument', query: 'Add milk, eggs and two loaves of bread to my shopping list',
-    tools: [tool('add_to_list', 'Add items to a list', {
-      list: str('List name'), items: { type: 'array', items: { type: 'string' }, description: 'Items to add' },
-    })],
-  },
-  {
-    id: 'refusal', label: 'Off-topic refusal', query: 'Write me a poem about the sea',
-    tools: [tool('set_light', 'Switch a light', { room: str('Room name'), on: { type: 'boolean' } })],
+    id: 'all-tools', label: 'All 18 tools (retrieval picks 5)', query: 'lock the front door',
+    tools: ALL_TOOLS,
+    expected: [{ name: 'lock_door', arguments: { door: 'front', locked: true } }],
   },
 ];
 
-// What a tool might answer, by name; anything else answers { ok: true }.
+/** The tool objects a preset declares, from the catalogue (tools.json), in
+ *  the preset's order. Throws on a name the catalogue lacks: a stale preset
+ *  should fail loudly, not declare fewer tools. */
+export function toolsFor(preset, catalogue) {
+  if (preset.tools === ALL_TOOLS) return catalogue;
+  const byName = new Map(catalogue.map((t) => [t.name, t]));
+  return preset.tools.map((name) => {
+    const found = byName.get(name);
+    if (!found) throw new Error(`preset "${preset.id}" names the tool "${name}", which tools.json does not declare`);
+    return found;
+  });
+}
+
+// A few factors, so the mock conversion is right for the common cases.
+const FACTORS = { 'miles>kilometers': 1.609344, 'kilometers>miles': 0.621371, 'pounds>kilograms': 0.453592,
+  'kilograms>pounds': 2.204623, 'feet>meters': 0.3048, 'meters>feet': 3.28084, 'inches>centimeters': 2.54 };
+const convert = ({ value, from_unit: from = '', to_unit: to = '' }) =>
+  Math.round(value * (FACTORS[`${from.toLowerCase()}>${to.toLowerCase()}`] ?? 1) * 100) / 100;
+
+// What each tool might answer, by name (the kind of result the demo model
+// saw in training); anything else answers { ok: true }.
 const MOCKS = {
-  set_light: (a) => ({ ok: true, room: a.room, on: a.on ?? true }),
-  set_thermostat: (a) => ({ ok: true, target: a.celsius, current: 19.5 }),
-  move: (a) => ({ ok: true, moved_meters: a.meters }),
-  turn: (a) => ({ ok: true, heading_degrees: 90 }),
-  grip: (a) => ({ ok: true, gripper: a.action === 'close' ? 'closed' : 'open' }),
+  set_light: (a) => ({ ok: true, room: a.room, ...(a.state ? { state: a.state } : {}), ...(a.brightness !== undefined ? { brightness: a.brightness } : {}) }),
+  set_thermostat: (a) => ({ ok: true, target: a.temperature, current: 19.5 }),
+  set_timer: (a) => ({ ok: true, timer_id: 3, minutes: a.minutes }),
   set_alarm: (a) => ({ ok: true, alarm_id: 4, time: a.time }),
-  set_volume: (a) => ({ ok: true, channel: a.channel, level: a.level }),
-  toggle_setting: (a) => ({ ok: true, setting: a.setting, on: a.on }),
-  send_email: () => ({ ok: true, message_id: 'msg-1042' }),
-  extract_invoice: () => ({ ok: true, stored: true }),
-  convert_currency: () => ({ amount: 37125, currency: 'JPY', rate: 148.5 }),
-  classify_sentiment: () => ({ ok: true, logged: true }),
-  get_weather: () => ({ forecast: 'sunny', high_celsius: 24, low_celsius: 15 }),
-  add_to_list: (a) => ({ ok: true, list_size: (a.items?.length ?? 0) + 3 }),
+  get_weather: (a) => ({ city: a.city, ...(a.day ? { day: a.day } : {}), temp_c: 18, sky: 'partly cloudy' }),
+  send_message: () => ({ ok: true, delivered: true }),
+  call_contact: () => ({ ok: true, status: 'ringing' }),
+  create_event: () => ({ ok: true, event_id: 'evt_1042' }),
+  play_music: (a) => ({ ok: true, now_playing: a.query }),
+  set_volume: (a) => ({ ok: true, level: a.level }),
+  navigate_to: () => ({ ok: true, eta_min: 24, distance_km: 12.5 }),
+  add_to_list: (a) => ({ ok: true, list: a.list, count: (a.items?.length ?? 0) + 3 }),
+  lock_door: (a) => ({ ok: true, door: a.door, locked: a.locked }),
+  convert_units: (a) => ({ value: a.value, from: a.from_unit, to: a.to_unit, result: convert(a) }),
+  search_web: (a) => ({ results: [{ title: a.query, url: 'https://example.com/search-result' }] }),
+  take_note: () => ({ ok: true, note_id: 17 }),
+  set_do_not_disturb: (a) => ({ ok: true, enabled: a.enabled, ...(a.until ? { until: a.until } : {}) }),
+  translate_text: (a) => ({ ok: true, target_language: a.target_language, chars: a.text?.length ?? 0 }),
 };
 
 /** A tool result for the calls of one envelope: one value for one call, an

@@ -1315,6 +1315,33 @@ def gen_conv_value(rng):
 # value) or 'item' (array element = text as rendered).
 # ---------------------------------------------------------------------------
 
+# Invented values: a model that has seen each pool's values a thousand times
+# learns to recall them; it only learns to copy the user's words into the
+# call when it cannot know them. With SYNTHETIC > 0 (training only) that share
+# of free-text values is made of invented words, shaped like the pool's own.
+SYLLABLES = ("ba be bi bo bu da de di do ka ke ki ko ku la le li lo lu ma me mi mo mu na ne ni no nu "
+             "ra re ri ro ru sa se si so ta te ti to va ve vi zo zu an en in on or ar el il ul ex").split()
+INVENTED = {"person": (1, True), "city": (2, True), "lang": (1, True), "room": (2, False), "genre": (2, False),
+            "artist": (2, True), "song": (3, False), "dest": (3, False), "food": (2, False), "sitem": (2, False),
+            "titem": (4, False), "tlabel": (2, False), "alabel": (2, False), "title": (4, False),
+            "msg": (7, False), "note": (7, False), "q": (7, False), "phrase": (6, False)}
+SYNTHETIC = 0.0
+
+
+def invented(rng, name):
+    """A value for pool `name` made of invented words and words of the pool."""
+    most, capital = INVENTED[name]
+    real = " ".join(POOLS[name]).split()
+    words = []
+    for _ in range(rng.randint(1, most)):
+        if most > 2 and rng.random() < 0.5:
+            words.append(rng.choice(real).lower())
+        else:
+            w = "".join(rng.choice(SYLLABLES) for _ in range(rng.randint(1, 3)))
+            words.append(w.capitalize() if capital else w)
+    return " ".join(words)
+
+
 class Ctx:
     def __init__(self, rng, split):
         self.rng = rng
@@ -1322,6 +1349,8 @@ class Ctx:
         self.memo = {}
 
     def pick(self, name):
+        if self.split == "train" and name in INVENTED and SYNTHETIC and self.rng.random() < SYNTHETIC:
+            return invented(self.rng, name)
         return self.rng.choice(pool(name, self.split))
 
 
@@ -2560,8 +2589,11 @@ def load_tools():
         return json.load(f)
 
 
-def generate(seed, n_train, n_heldout):
-    """Returns (train_examples, heldout_examples)."""
+def generate(seed, n_train, n_heldout, synthetic=0.0):
+    """Returns (train_examples, heldout_examples); synthetic: the share of
+    invented free-text values in training examples (see SYNTHETIC)."""
+    global SYNTHETIC
+    SYNTHETIC = synthetic
     gen = Generator(load_tools())
     train = gen.make(random.Random("train-%d" % seed), "train", n_train)
     held = gen.make(random.Random("heldout-%d" % seed), "heldout", n_heldout)

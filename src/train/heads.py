@@ -148,5 +148,5 @@ def train_heads(model, renderer, train, args, log):
     freeze_quantised(model)
     for name, p in model.p.items():
         p.requires_grad_("_head__" in name)
-    train_contrastive(model, renderer, train, log)
-    train_confidence(model, renderer, train, log)
+    train_contrastive(model, renderer, train, log, steps=args.contrastive_steps)
+    train_confidence(model, renderer, train, log, steps=args.confidence_steps)

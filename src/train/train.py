@@ -173,14 +173,15 @@ def optimiser(params, lr):
 def train_base(model, encoded, args, log):
     base = [p for n, p in model.p.items() if "_head__" not in n]
     opt = optimiser(base, args.lr)
-    rng = random.Random(args.seed)
+    rng = random.Random(args.batch_seed if args.batch_seed is not None else args.seed)
     step, tokens, start = 0, 0, time.time()
     qat_from = int(args.steps * (1 - args.qat_share))
-    while step < args.steps:
+    last = args.stop_at or args.steps
+    while step < last:
         for idx in batches(encoded, args.batch_tokens, rng):
-            if step >= args.steps:
+            if step >= last:
                 break
-            warm = min(1.0, (step + 1) / 200)
+            warm = min(1.0, (step + 1) / args.warmup)
             lr = args.lr * warm * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / args.steps)))
             for gr in opt.param_groups:
                 gr["lr"] = lr
@@ -193,7 +194,7 @@ def train_base(model, encoded, args, log):
             opt.step()
             step += 1
             tokens += ids.numel()
-            if step % 50 == 0 or step == args.steps:
+            if step % 50 == 0 or step == last:
                 elapsed = time.time() - start
                 log(f"step {step}/{args.steps} loss {loss.item():.4f} lr {lr:.2e} qat {model.qat} "
                     f"{tokens / elapsed:.0f} tok/s {elapsed / 60:.1f} min")
@@ -278,6 +279,13 @@ def main():
     ap.add_argument("--batch-tokens", type=int, default=8192)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--qat-share", type=float, default=0.3)
+    ap.add_argument("--warmup", type=int, default=200)
+    ap.add_argument("--stop-at", type=int, default=0, help="stop after this many steps of the --steps schedule")
+    ap.add_argument("--resume", default="", help="start the base from this checkpoint")
+    ap.add_argument("--batch-seed", type=int, default=None, help="seed of the batch order (default --seed)")
+    ap.add_argument("--synthetic", type=float, default=0.0, help="share of invented free-text values (generate.py)")
+    ap.add_argument("--contrastive-steps", type=int, default=400)
+    ap.add_argument("--confidence-steps", type=int, default=500)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--stage", default="all", choices=["all", "base", "heads", "export"])
     args = ap.parse_args()
@@ -292,17 +300,20 @@ def main():
         logf.flush()
 
     from generate import generate
-    train, heldout = generate(args.seed, args.train, args.heldout)
-    tokenizer = train_tokenizer(args.out, GEOMETRY["vocabulary"])
+    train, heldout = generate(args.seed, args.train, args.heldout, args.synthetic)
+    tokenizer = os.path.join(args.out, "tokenizer.model")
+    if args.stage in ("all", "base") or not os.path.exists(tokenizer):
+        tokenizer = train_tokenizer(args.out, GEOMETRY["vocabulary"])
     sp = spm.SentencePieceProcessor(model_file=tokenizer)
     renderer = Renderer(sp, load_tools())
-    encoded = [renderer.example(ex) for ex in train]
-    lengths = [len(e[0]) for e in encoded]
-    log(f"{len(encoded)} training sequences, {sum(lengths)} tokens, mean {np.mean(lengths):.0f}, max {max(lengths)}")
-
     model = Needle(GEOMETRY, bit_map, GROUP)
     ckpt = os.path.join(args.out, "checkpoint.pt")
+    if args.resume:
+        model.load_state_dict(torch.load(args.resume))
     if args.stage in ("all", "base"):
+        encoded = [renderer.example(ex) for ex in train]
+        lengths = [len(e[0]) for e in encoded]
+        log(f"{len(encoded)} training sequences, {sum(lengths)} tokens, mean {np.mean(lengths):.0f}, max {max(lengths)}")
         tokens, seconds = train_base(model, encoded, args, log)
         log(f"base: {tokens} tokens in {seconds / 60:.1f} min, {tokens / seconds:.0f} tok/s")
     else:

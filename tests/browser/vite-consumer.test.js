@@ -91,7 +91,9 @@ test('Vite bundles the installed package unconfigured; the page generates in a W
   const [loaded, total] = result.progress.at(-1);
   assert.equal(loaded, result.size);
   assert.equal(total, result.size);
-  assert.ok(result.progress.length > 1, 'progress was reported once only');
+  // The demo model is about 1 MB: a local server may deliver it in one read,
+  // so only growth is checked here (tests/js/load.test.js streams in chunks).
+  assert.ok(result.progress.every(([l], i, all) => i === 0 || l >= all[i - 1][0]), 'progress went backwards');
 
   // The page's text appears, and it is what Node computes from the same archive and seed.
   const model = await loadModel();

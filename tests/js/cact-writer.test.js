@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import {
-  writeCact, writeDemoArchive, nearestLevel, makeTestTokenizerBlob, syntheticPieces, canonicalTensors, releasedBits,
+  writeCact, writeRandomArchive, nearestLevel, makeTestTokenizerBlob, syntheticPieces, canonicalTensors, releasedBits,
   RELEASED_GEOMETRY, TINY_GEOMETRY,
 } from '../../js/cact-writer.js';
 
@@ -461,11 +461,11 @@ test('an exact midpoint between two levels picks the lower one', () => {
   }
 });
 
-test('writeDemoArchive writes the tiny archive with heads and the fixture tokenizer when it can', async () => {
+test('writeRandomArchive writes the tiny archive with heads and the fixture tokenizer when it can', async () => {
   const dir = await mkdtemp(join(tmpdir(), 'cact-'));
   try {
     const path = join(dir, 'tiny.cact');
-    const info = await writeDemoArchive(path, { tiny: true });
+    const info = await writeRandomArchive(path, { tiny: true });
     const bytes = new Uint8Array(await readFile(path));
     assert.equal(info.bytes, bytes.length);
     const archive = readArchive(bytes);

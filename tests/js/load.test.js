@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { loadModel, NeedleError, STATUS } from '../../js/index.js';
-import { writeDemoArchive } from '../../js/cact-writer.js';
+import { writeRandomArchive } from '../../js/cact-writer.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'needle-load-'));
 const path = join(dir, 'tiny.cact');
@@ -47,7 +47,7 @@ function serve(req, res) {
 }
 
 before(async () => {
-  await writeDemoArchive(path, { tiny: true });
+  await writeRandomArchive(path, { tiny: true });
   bytes = readFileSync(path);
   server = createServer(serve);
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));

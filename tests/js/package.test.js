@@ -21,21 +21,22 @@ before(async () => {
 
 after(() => { if (packed) rmSync(packed.dir, { recursive: true, force: true }); });
 
-test('the tarball holds the wasm, the demo archive, the JS and the types, and nothing else', () => {
+test('the tarball holds the wasm, the demo model and its tools, the JS and the types, and nothing else', () => {
   const files = packed.pack.files.map((f) => f.path).sort();
-  for (const need of ['dist/needle.wasm', 'dist/needle-nosimd.wasm', 'dist/needle-relaxed.wasm', 'dist/needle-threads.wasm', 'dist/demo.cact', 'js/index.js', 'js/index.d.ts', 'js/worker.js',
+  for (const need of ['dist/needle.wasm', 'dist/needle-nosimd.wasm', 'dist/needle-relaxed.wasm', 'dist/needle-threads.wasm', 'dist/demo.cact', 'dist/demo-tools.json', 'js/index.js', 'js/index.d.ts', 'js/worker.js',
     'js/client.js', 'js/agent.js', 'js/cli.js', 'package.json', 'README.md']) {
     assert.ok(files.includes(need), `${need} missing from the tarball`);
   }
-  const stray = files.filter((f) => /^(tests|node_modules|build|src|web|\.ci)\//.test(f) || f === 'dist/tiny.cact');
+  const stray = files.filter((f) => /^(tests|node_modules|build|src|web|\.ci)\//.test(f) || /^dist\/(tiny|released-random)\.cact$/.test(f));
   assert.deepEqual(stray, []);
-  assert.ok(files.every((f) => /^(js\/[\w-]+\.(js|d\.ts)|dist\/(needle(-nosimd|-relaxed|-threads)?\.wasm|demo\.cact)|package\.json|README\.md)$/.test(f)),
+  assert.ok(files.every((f) => /^(js\/[\w-]+\.(js|d\.ts)|dist\/(needle(-nosimd|-relaxed|-threads)?\.wasm|demo\.cact|demo-tools\.json)|package\.json|README\.md)$/.test(f)),
     `unexpected files: ${files.join(' ')}`);
   const size = (f) => packed.pack.files.find((x) => x.path === f).size;
   for (const f of ['dist/needle.wasm', 'dist/needle-nosimd.wasm', 'dist/needle-relaxed.wasm', 'dist/needle-threads.wasm', 'dist/demo.cact']) {
     assert.equal(size(f), statSync(join(root, f)).size, f);
   }
-  // Random weights do not compress: the demo archive is nearly all of the tarball.
+  // No random weights ship: the trained demo model keeps the package small.
+  assert.ok(packed.pack.size <= 5e6, `the tarball is ${packed.pack.size} bytes, over 5 MB`);
   console.log(`tarball ${(packed.pack.size / 1e6).toFixed(1)} MB, unpacked ${(packed.pack.unpackedSize / 1e6).toFixed(1)} MB, ` +
     `${files.length} files`);
 });
@@ -66,10 +67,11 @@ test('a Node ESM consumer loads the package\'s demo archive, tokenizes and gener
   assert.deepEqual(out.remote, { ids: out.local.ids, tokens: out.local.tokens, text: out.local.text });
 });
 
-test('the installed CLI inspects the demo archive: 405 tensors', { timeout: 60000 }, async () => {
+test('the installed CLI inspects the demo model: 111 tensors, 6 layers', { timeout: 60000 }, async () => {
   const { stdout } = await run('npx', ['--offline', '--no-install', 'needle-wasm', 'inspect'], { cwd: project, timeout: 60000 });
-  assert.match(stdout, /^405 tensors, \d+ bytes of tensor data$/m);
-  assert.match(stdout, /^tensorCount: 405$/m);
+  assert.match(stdout, /^111 tensors, \d+ bytes of tensor data$/m);
+  assert.match(stdout, /^tensorCount: 111$/m);
+  assert.match(stdout, /^layers: 6$/m);
 });
 
 test('a TypeScript consumer type-checks against the shipped index.d.ts', { timeout: 60000 }, async () => {

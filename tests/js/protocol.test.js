@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { loadModel, NeedleError, STATUS } from '../../js/index.js';
 import { WorkerModel } from '../../js/client.js';
 import { serializeError, deserializeError, encodeSource, decodeSource, transferables } from '../../js/protocol.js';
-import { writeDemoArchive } from '../../js/cact-writer.js';
+import { writeRandomArchive } from '../../js/cact-writer.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'needle-protocol-'));
 const path = join(dir, 'tiny.cact');
@@ -20,7 +20,7 @@ const PROMPT = 'turn on the lights';
 const GREEDY = { maxTokens: 12, temperature: 0 };
 
 before(async () => {
-  await writeDemoArchive(path, { tiny: true });
+  await writeRandomArchive(path, { tiny: true });
   local = await loadModel(path, { worker: false });
 });
 after(() => { local.free(); rmSync(dir, { recursive: true, force: true }); });

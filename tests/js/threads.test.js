@@ -15,6 +15,7 @@ import { threadPlan, hostThreadFacts, MAX_AUTO_THREADS, THREADS_PROBE } from '..
 
 const ARCHIVES = {
   tiny: readFileSync(new URL('../../dist/tiny.cact', import.meta.url)),
+  released: readFileSync(new URL('../../dist/released-random.cact', import.meta.url)),
   demo: readFileSync(new URL('../../dist/demo.cact', import.meta.url)),
 };
 const cores = os.availableParallelism?.() ?? os.cpus().length;
@@ -38,8 +39,8 @@ async function outputs(model) {
   for (const exact of [true, false]) {
     const session = model.session({ exact });
     try {
-      const rows = session.feed(PROMPT, { all: true });
-      for (const id of [5, 77, 8000, 12, 4, 300]) rows.push(...session.feed([id]));
+      const rows = session.feed(PROMPT.map((id) => id % model.vocabulary), { all: true });
+      for (const id of [5, 77, 8000, 12, 4, 300]) rows.push(...session.feed([id % model.vocabulary]));
       out[exact ? 'exact' : 'fast'] = rows;
     } finally {
       session.free();
