@@ -15,7 +15,6 @@ the engine pools the cells it computes.
 
 import copy
 import json
-import math
 import random
 
 import torch
