@@ -4,6 +4,7 @@
 // here.
 //
 //   node src/train/evaluate.mjs [ARCHIVE] [--exact] [--variant simd|nosimd|threads] [--all-tools]
+//        [--heldout FILE] [--limit N] [--failures]
 //
 // Prints one JSON summary. As a module: evaluate(model, examples, options).
 
@@ -13,7 +14,7 @@ import { Needle, loadModelInThread } from '../../js/index.js';
 const here = new URL('./', import.meta.url);
 export const DEMO_MODEL_DIR = new URL('demo-model/', here);
 export const catalogue = () => JSON.parse(readFileSync(new URL('../../web/tools.json', here), 'utf8'));
-export const heldout = () => readFileSync(new URL('heldout.jsonl', DEMO_MODEL_DIR), 'utf8')
+export const heldout = (file = new URL('heldout.jsonl', DEMO_MODEL_DIR)) => readFileSync(file, 'utf8')
   .split('\n').filter(Boolean).map((line) => JSON.parse(line));
 
 /** JSON equality with object keys in any order (numbers by value). */
@@ -118,11 +119,14 @@ export function summarise(results) {
 }
 
 async function main(argv) {
-  const file = argv.find((a) => !a.startsWith('--')) ?? new URL('needle-demo.cact', DEMO_MODEL_DIR);
-  const variant = argv.includes('--variant') ? argv[argv.indexOf('--variant') + 1] : 'simd';
+  const option = (name) => (argv.includes(name) ? argv[argv.indexOf(name) + 1] : undefined);
+  const file = argv.find((a, i) => !a.startsWith('--') && !argv[i - 1]?.match(/^--(variant|heldout|limit)$/))
+    ?? new URL('needle-demo.cact', DEMO_MODEL_DIR);
+  const variant = option('--variant') ?? 'simd';
+  const examples = heldout(option('--heldout')).slice(0, Number(option('--limit') ?? Infinity));
   const model = await loadModelInThread(file, { wasm: variant, threads: variant === 'threads' ? 2 : 1 });
   try {
-    const results = await evaluate(model, heldout(), { exact: argv.includes('--exact'), allTools: argv.includes('--all-tools') });
+    const results = await evaluate(model, examples, { exact: argv.includes('--exact'), allTools: argv.includes('--all-tools') });
     const summary = summarise(results);
     if (argv.includes('--failures')) {
       summary.failures = results.filter((r) => !r.correct).map((r) => ({

@@ -1382,8 +1382,10 @@ def slot_items(name):
     def f(ctx, key):
         rng = ctx.rng
         k = rng.choice([1, 1, 2, 2, 2, 3, 3, 4])
-        src = pool(name, ctx.split)
-        items = rng.sample(src, k)
+        items = rng.sample(pool(name, ctx.split), k)
+        items = [ctx.pick(name) if name in INVENTED else it for it in items]
+        if len(set(items)) < k:
+            items = rng.sample(pool(name, ctx.split), k)
         out = []
         for i, it in enumerate(items):
             if i > 0:
