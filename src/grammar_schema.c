@@ -52,6 +52,7 @@
 
 #define ND_MAX_CALLS 32     /* calls per array */
 #define ND_SCHEMA_DEPTH 64  /* subschemas nested (and $ref hops) */
+#define MAX_NAME_BYTES 64   /* a tool name */
 
 #define E18 ((nd_num)1000000000000000000)
 const nd_num nd_pow10s[ND_NUM_DIGITS + 1] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000,
@@ -1445,6 +1446,11 @@ int nd_build_graph(graph *gr, const nd_jv *tools, uint32_t min_calls, needle_err
         const nd_jv *tool = &tools->kids[i], *name = nd_jv_get(tool, "name");
         if (!name || name->type != ND_JSTRING || !name->len) {
             rc = nd_fail(err, NEEDLE_E_SCHEMA, "tools[%zu]: \"name\" must be a non-empty string", i);
+            goto out;
+        }
+        if (name->len > MAX_NAME_BYTES) { /* OpenAI's limit: longer names are no names but prompt text */
+            rc = nd_fail(err, NEEDLE_E_SCHEMA, "tools[%zu]: \"name\" is %zu bytes, over the limit of %d", i,
+                         name->len, MAX_NAME_BYTES);
             goto out;
         }
         esc(c.tool, sizeof c.tool, name->str, name->len, 60);

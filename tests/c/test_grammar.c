@@ -901,6 +901,14 @@ static void test_error_names(void) {
     CHECK(g, "tool names with NUL are distinct: %s", err.message);
     needle_grammar_free(g);
     REFUSED("[{\"name\":\"a\\u0000b\"},{\"name\":\"a\\u0000b\"}]", "tool \"a\\u0000b\": declared twice");
+    /* names of at most 64 bytes, as OpenAI's function names */
+    char named[160];
+    snprintf(named, sizeof named, "[{\"name\":\"%.64s\"}]", "n123456789012345678901234567890123456789012345678901234567890123456789");
+    g = needle_grammar_new_shared(vocab, named, strlen(named), end_id, &err);
+    CHECK(g, "a 64-byte name: %s", err.message);
+    needle_grammar_free(g);
+    snprintf(named, sizeof named, "[{\"name\":\"%.65s\"}]", "n123456789012345678901234567890123456789012345678901234567890123456789");
+    REFUSED(named, "tools[0]: \"name\" is 65 bytes, over the limit of 64");
     REFUSED("[{\"name\":\"s\",\"parameters\":{\"type\":\"string\"}}]", "tool \"s\": /: parameters must be an object schema", "strings");
     REFUSED("[{\"name\":\"s\",\"parameters\":true}]", "tool \"s\": /: parameters must be an object schema", "any value");
     REFUSED("[{\"name\":\"s\",\"parameters\":{}}]", "tool \"s\": /: parameters must be an object schema", "any value");
