@@ -11,9 +11,11 @@
 // and over a worker model it becomes a WorkerNeedle (client.js).
 
 import { NeedleError, STATUS, nextTask } from './engine.js';
-import { checkInteger, checkSampling } from './options.js';
+import { abortError } from './errors.js';
+import { checkInteger, checkKeys, checkSampling } from './options.js';
 import { parseExactJson } from './exact-json.js';
 import { Model } from './model.js';
+import { LOAD_OPTIONS, DEMO_ARCHIVE_URL } from './load.js';
 
 const TURN = { auto: 0, query: 1, tool_result: 2 };
 const STEP = { done: 0, reasoning: 1, call: 2, marker: 3, prefill: 4, failed: -1 };
@@ -50,12 +52,22 @@ export function toolFunctions(tools) {
 /** The options Needle.create passes on to the engine's decoder: the
  *  sampler's, exact (f32 numerics instead of the default fast mode) and
  *  largeIntegers (how envelopes hold integers beyond 2^53: 'number', 'bigint' or 'string'). */
-export function samplingOf({ temperature, topK, topP, minP, repetitionPenalty, seed, exact, largeIntegers }) {
+const CREATE_OPTIONS = ['model', 'tools', 'system', 'toolEmbeddings', 'worker', 'load',
+  'temperature', 'topK', 'topP', 'minP', 'repetitionPenalty', 'seed', 'exact', 'largeIntegers', 'requireCall'];
+const SAMPLING_OPTIONS = ['temperature', 'topK', 'topP', 'minP', 'repetitionPenalty', 'seed'];
+
+/** The agent's sampling options out of the rest of create()'s, checked. */
+export function samplingOf(options) {
+  checkKeys('Needle.create()', options, CREATE_OPTIONS);
+  const { temperature, topK, topP, minP, repetitionPenalty, seed, exact, largeIntegers, requireCall } = options;
   checkSampling({ temperature, topK, topP, minP, repetitionPenalty, seed });
+  if (requireCall !== undefined && typeof requireCall !== 'boolean') {
+    throw new NeedleError(`option requireCall is ${JSON.stringify(requireCall)}: must be true or false`, STATUS.ARGUMENT);
+  }
   if (largeIntegers !== undefined && !['number', 'bigint', 'string'].includes(largeIntegers)) {
     throw new NeedleError(`option largeIntegers is ${JSON.stringify(largeIntegers)}: must be "number", "bigint" or "string"`, STATUS.ARGUMENT);
   }
-  const out = { temperature, topK, topP, minP, repetitionPenalty, seed, exact, largeIntegers };
+  const out = { temperature, topK, topP, minP, repetitionPenalty, seed, exact, largeIntegers, requireCall };
   for (const key of Object.keys(out)) if (out[key] === undefined) delete out[key];
   return out;
 }
@@ -93,6 +105,8 @@ export async function runTools(agent, functions, query, { maxTurns = 4, ...optio
   return { ...envelope, results };
 }
 
+const COMPLETE_OPTIONS = ['maxNewTokens', 'signal', 'kind', 'onToken', ...SAMPLING_OPTIONS];
+
 export class Needle {
   /** options: model (Model, or a source loaded in this thread with options.load),
    *  tools, system, sampling (temperature, topK, topP, minP, repetitionPenalty, seed, exact),
@@ -100,7 +114,8 @@ export class Needle {
    *  the archive nor the tools changed, else recomputed). */
   static async create({ model, tools = [], system = '', load, toolEmbeddings, ...sampling } = {}) {
     const owned = !(model instanceof Model);
-    const loaded = owned ? await Model.load(model ?? new URL('../dist/demo.cact', import.meta.url), load) : model;
+    checkKeys('the load option of Needle.create()', load, LOAD_OPTIONS);
+    const loaded = owned ? await Model.load(model ?? DEMO_ARCHIVE_URL, load) : model;
     try {
       const agent = new this(loaded, tools, system, samplingOf(sampling));
       agent.ownsModel = owned;
@@ -144,6 +159,8 @@ export class Needle {
       this.toolEmbeddingsReused = !!saved && this.useToolEmbeddings(saved);
       const { temperature, topK, topP, minP, repetitionPenalty, seed } = checkSampling(this.sampling);
       engine.x.needle_agent_exact(this.handle, this.sampling.exact ? 1 : 0);
+      // requireCall: the grammar's call array cannot close empty (fixed at init, as the tools are).
+      if (this.sampling.requireCall) engine.x.needle_agent_require_call(this.handle, 1);
       engine.x.needle_agent_set_sampling(this.handle, temperature, topK, topP, minP, repetitionPenalty, seed >>> 0);
       engine.withString(this.system, (ptr, len) => engine.check(engine.x.needle_agent_init(this.handle, ptr, len, engine.err)));
     } catch (error) {
@@ -163,31 +180,28 @@ export class Needle {
    * a tool result (any JSON value). options: maxNewTokens, signal, kind
    * ('query' | 'tool_result'), onToken({ kind: 'reasoning'|'call'|'marker', text }).
    */
-  async complete(text, { maxNewTokens = 256, signal, kind = 'auto', onToken } = {}) {
+  async complete(text, options = {}) {
+    checkKeys('complete()', options, COMPLETE_OPTIONS);
+    const { maxNewTokens = 256, signal, kind = 'auto', onToken } = options;
     this.claim('complete');
     const { engine } = this;
     if (!Object.hasOwn(TURN, kind)) {
       throw new NeedleError(`option kind is ${JSON.stringify(kind)}: must be "auto", "query" or "tool_result"`, STATUS.ARGUMENT);
     }
     checkInteger('maxNewTokens', maxNewTokens, { min: 1, max: 1 << 20 });
+    this.restartSampler(options);
     // 'auto': a string is a query, any other value a tool result (index.d.ts).
     const turn = kind === 'auto' ? (typeof text === 'string' ? 'query' : 'tool_result') : kind;
     const input = typeof text === 'string' && turn === 'query' ? text : JSON.stringify(text);
+    if (signal?.aborted) throw abortError('the turn', signal);
     const status = engine.withString(input, (ptr, len) =>
       engine.x.needle_agent_begin(this.handle, ptr, len, TURN[turn], maxNewTokens, engine.err));
     if (status !== STATUS.OK) return failedEnvelope(engine.lastError(status));
     this.busy = true;
     try {
       for (;;) {
-        if (!this.handle) {
-          const error = new NeedleError('this agent (or its model) was freed during the turn', STATUS.ABORTED);
-          error.name = 'AbortError';
-          throw error;
-        }
-        if (signal?.aborted) {
-          engine.x.needle_agent_abort(this.handle);
-          break;
-        }
+        if (!this.handle) throw abortError('the turn (its agent or model was freed)');
+        if (signal?.aborted) throw abortError('the turn', signal); // the catch below undoes it
         const step = engine.x.needle_agent_step(this.handle, this.piece, PIECE_BYTES, this.pieceLength);
         if (step === STEP.done || step === STEP.failed) break;
         const length = new DataView(engine.memory.buffer).getUint32(this.pieceLength, true);
@@ -196,12 +210,26 @@ export class Needle {
         await nextTask(); // let abort signals, worker messages and UI events in
       }
     } catch (error) {
-      if (this.handle) engine.x.needle_agent_abort(this.handle); // an onToken callback threw: undo the turn
+      if (this.handle) engine.x.needle_agent_abort(this.handle); // aborted, or an onToken callback threw: undo the turn
       throw error;
     } finally {
       this.busy = false;
     }
     return this.envelope();
+  }
+
+  /** Sampling options given to a turn restart the sampler for it from the
+   *  agent's options overridden by them, so a turn with a seed samples the
+   *  same tokens whatever turns came before; the next turn without any
+   *  restarts the agent's own. A turn with none after one with none goes on
+   *  with the running sampler, as before. */
+  restartSampler(options) {
+    const given = Object.fromEntries(SAMPLING_OPTIONS.filter((k) => options[k] !== undefined).map((k) => [k, options[k]]));
+    const any = Object.keys(given).length > 0;
+    if (!any && !this.turnSampled) return;
+    const { temperature, topK, topP, minP, repetitionPenalty, seed } = checkSampling({ ...this.sampling, ...given });
+    this.engine.x.needle_agent_set_sampling(this.handle, temperature, topK, topP, minP, repetitionPenalty, seed >>> 0);
+    this.turnSampled = any;
   }
 
   /** The last turn's envelope; integer arguments keep every digit (largeIntegers). */
@@ -228,17 +256,14 @@ export class Needle {
 
   /** One-tool extraction: the arguments the model fills for `schema` from text. */
   async extract(text, schema, { name = 'extract', description = 'Extract the fields from the text.', ...options } = {}) {
+    checkKeys('extract()', options, COMPLETE_OPTIONS.filter((k) => k !== 'kind'));
     this.live();
     const extractor = new Needle(this.model, [{ name, description, parameters: schema }], this.system, this.sampling);
     try {
       this.engine.x.needle_agent_require_call(extractor.handle, 1); // an extraction always calls its tool
       extractor.init();
       const envelope = await extractor.complete(text, { ...options, kind: 'query' });
-      if (!envelope.success) {
-        const error = new NeedleError(envelope.error, envelope.error_code);
-        if (envelope.error_code === STATUS.ABORTED) error.name = 'AbortError';
-        throw error;
-      }
+      if (!envelope.success) throw new NeedleError(envelope.error, envelope.error_code);
       return envelope.function_calls[0].arguments; // the grammar required the call
     } finally {
       extractor.free();

@@ -20,20 +20,33 @@ const USAGE = `usage: needle-wasm <command> [FILE] [options]
   demo                                one command through the built-in demo model
   make-random OUT [--tiny]            write an archive of random weights (released geometry, or tiny)
   bench [FILE] [--json] [--quick]     decode/prefill tok/s, stage shares, GEMV GMAC/s, memory
+  serve [FILE] [--port N] [--host H]  an OpenAI-compatible endpoint: POST /v1/chat/completions,
+                                      GET /v1/models (default 127.0.0.1:8000)
+  fetch [needle2] [--url URL] [--cache-dir DIR] [--size BYTES]
+                                      download Needle 2 from Hugging Face, verify it, print its path
+  version, --version, -v                the package version
 Without FILE, commands use the built-in demo model (dist/demo.cact: a small model trained
-by this project on the 18 tools of dist/demo-tools.json, the default of complete --tools).`;
+by this project on the 18 tools of dist/demo-tools.json, the default of complete --tools).
+FILE may be the name needle2 once fetched: the verified copy in the cache directory
+(--cache-dir, else $NEEDLE_WASM_CACHE, else $XDG_CACHE_HOME/needle-wasm or ~/.cache/needle-wasm).`;
 
 const OPTIONS = {
   json: { type: 'boolean' }, quick: { type: 'boolean' }, all: { type: 'boolean' }, exact: { type: 'boolean' },
   raw: { type: 'boolean' }, tiny: { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
+  version: { type: 'boolean', short: 'v' },
   ids: { type: 'string' }, window: { type: 'string' }, sinks: { type: 'string' },
   prompt: { type: 'string' }, 'max-tokens': { type: 'string' }, temperature: { type: 'string' },
   'top-k': { type: 'string' }, 'top-p': { type: 'string' }, 'min-p': { type: 'string' },
   'repetition-penalty': { type: 'string' }, seed: { type: 'string' },
   tools: { type: 'string' }, query: { type: 'string' }, system: { type: 'string' },
+  port: { type: 'string' }, host: { type: 'string' },
+  url: { type: 'string' }, 'cache-dir': { type: 'string' }, size: { type: 'string' },
 };
 
-const COMMANDS = { inspect, tokenize, detokenize, logits, generate, complete, demo, 'make-random': makeRandom, bench };
+const COMMANDS = { inspect, tokenize, detokenize, logits, generate, complete, demo, 'make-random': makeRandom, bench, serve,
+  fetch: fetchModel };
+// The commands whose FILE may be the name needle2: the verified copy `fetch` keeps.
+const FILE_COMMANDS = new Set(['inspect', 'tokenize', 'detokenize', 'logits', 'generate', 'complete', 'bench', 'serve']);
 
 class UsageError extends Error {}
 
@@ -112,9 +125,10 @@ async function generate([file], values) {
 
 const DEMO_TOOLS = new URL('../dist/demo-tools.json', import.meta.url);
 
-async function complete([file], values) {
+async function complete([file], values, { named = false } = {}) {
   if (values.query === undefined) throw new UsageError('complete needs --query TEXT');
-  if (file && !values.tools) throw new UsageError('complete FILE needs --tools tools.json');
+  // Needle 2 calls any tools, so by name it takes the demo tools too; another file may not.
+  if (file && !named && !values.tools) throw new UsageError('complete FILE needs --tools tools.json');
   const { readFile } = await import('node:fs/promises');
   const tools = JSON.parse(await readFile(values.tools ?? DEMO_TOOLS, 'utf8'));
   if (!Array.isArray(tools)) throw new UsageError(`${values.tools} must hold a JSON array of tools`);
@@ -133,7 +147,7 @@ async function complete([file], values) {
 async function demo() {
   const query = 'set a timer for 10 minutes';
   console.log('needle-wasm demo: the built-in model, trained by this project on 18 everyday tools');
-  console.log('(not Needle 2: load needle2.cact for that, e.g. needle-wasm complete needle2.cact --tools ...)');
+  console.log('(not Needle 2: for that, needle-wasm fetch needle2, then needle-wasm complete needle2 --query ...)');
   console.log(`query: ${query}`);
   await complete([], { query });
 }
@@ -151,16 +165,52 @@ async function makeRandom([out], values) {
   await writeRandomArchive(out, { tiny: !!values.tiny });
 }
 
+async function serve([file], values) {
+  const port = number(values, 'port', 8000);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port must be an integer from 0 to 65535, got "${values.port}"`);
+  const { openai } = await import('./openai.js');
+  const { serveOpenAI } = await import('./openai-server.js');
+  const client = await openai({ model: file ?? DEMO_ARCHIVE_URL, worker: false });
+  const server = await serveOpenAI(client, { port, host: values.host ?? '127.0.0.1' });
+  console.log(`needle-wasm: serving model "${client.name}" at ${server.url}/v1 (POST /v1/chat/completions, GET /v1/models); Ctrl-C stops`);
+  await new Promise((resolve) => { process.once('SIGINT', resolve); process.once('SIGTERM', resolve); });
+  await server.close();
+  await client.free();
+}
+
+/** fetch [needle2]: downloads Needle 2 into the cache directory, verified; prints its path. */
+async function fetchModel([name = 'needle2', ...extra], values) {
+  if (name !== 'needle2' || extra.length) throw new UsageError(`fetch knows one model, needle2; got "${[name, ...extra].join(' ')}"`);
+  const size = number(values, 'size', undefined);
+  if (size !== undefined && !(Number.isSafeInteger(size) && size > 0)) throw new UsageError(`--size must be a byte count, got "${values.size}"`);
+  const { fetchNeedle2 } = await import('./needle2-cache.js');
+  const mb = (bytes) => `${(bytes / 1e6).toFixed(1)} MB`;
+  const tty = process.stderr.isTTY;
+  const { path, downloaded } = await fetchNeedle2({
+    url: values.url, dir: values['cache-dir'], expect: size === undefined ? undefined : { size },
+    onProgress: tty ? ({ loaded, total }) => process.stderr.write(`\rneedle-wasm: downloading needle2: ${mb(loaded)}${total ? ` of ${mb(total)}` : ''}`) : undefined,
+  });
+  process.stderr.write(`${tty && downloaded ? '\n' : ''}needle-wasm: needle2 ${downloaded ? 'downloaded and verified' : 'was already downloaded (verified)'}\n`);
+  console.log(path);
+}
+
 async function main(argv) {
   const { values, positionals } = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true });
   const [command, ...rest] = positionals;
+  if (values.version || command === 'version') {
+    const { readFile } = await import('node:fs/promises');
+    console.log(JSON.parse(await readFile(new URL('../package.json', import.meta.url), 'utf8')).version);
+    return 0;
+  }
   if (!command || values.help || command === 'help') {
     console.log(USAGE);
     return 0;
   }
   const run = COMMANDS[command];
   if (!run) throw new UsageError(`unknown command "${command}"`);
-  await run(rest, values);
+  const named = FILE_COMMANDS.has(command) && rest[0] === 'needle2';
+  if (named) rest[0] = await (await import('./needle2-cache.js')).cachedNeedle2(values['cache-dir']);
+  await run(rest, values, { named });
   return 0;
 }
 

@@ -8,7 +8,7 @@
 // run() executed here, in the caller's thread.
 
 import { request, encodeSource, deserializeError, endpoint } from './protocol.js';
-import { NeedleError, STATUS } from './engine.js';
+import { NeedleError, STATUS, abortError } from './errors.js';
 import { importNode } from './node-import.js';
 import { declaration, toolFunctions, samplingOf, runTools } from './agent.js';
 
@@ -30,10 +30,16 @@ async function spawn(url) {
   return endpoint(new threads.Worker(url ?? new URL('./worker.js', here)));
 }
 
-function abortedError(signal) {
-  if (signal.reason instanceof NeedleError) return signal.reason;
-  const error = new NeedleError('stopped by the caller', STATUS.ABORTED);
-  error.name = 'AbortError';
+// Vite's dev server pre-bundles dependencies into node_modules/.vite/deps/,
+// where the worker and engine files next to this one do not exist.
+const PREBUNDLED = /\/\.vite\/deps\//.test(import.meta.url);
+
+/** A worker that failed to start, with what to change when a dev server moved this package. */
+function withBundlerHint(error) {
+  if (PREBUNDLED && error.code === 'WORKER') {
+    error.message += ". Vite's dev server pre-bundled needle-wasm, which moves its worker and engine files: "
+      + "add optimizeDeps: { exclude: ['needle-wasm'] } to vite.config.js";
+  }
   return error;
 }
 
@@ -46,7 +52,7 @@ export class WorkerModel {
    */
   static async load(source, options = {}) {
     const { onProgress, signal, workerUrl, transfer, total, worker: _, ...rest } = options;
-    if (signal?.aborted) throw abortedError(signal);
+    if (signal?.aborted) throw abortError('loading the model', signal);
     const base = isBrowser && typeof location !== 'undefined' ? location.href : undefined;
     const encoded = encodeSource(source, { transfer, total, base });
     const wasm = rest.wasm instanceof URL ? rest.wasm.href : rest.wasm;
@@ -72,19 +78,19 @@ export class WorkerModel {
     this.memory = { bytes: 0, peak: 0 };
     this.failure = null;
     port.listen((message) => this.receive(message));
-    port.onFailure((error) => this.fail(error));
+    port.onFailure((error) => this.fail(withBundlerHint(error)));
+    port.hold(false);
   }
 
   receive(message) {
     const entry = this.pending.get(message.id);
     if (!entry) return;
     if (message.memory) this.memory = message.memory;
-    if (message.type === 'result') {
+    if (message.type === 'result' || message.type === 'error') {
       this.pending.delete(message.id);
-      entry.resolve(message.value);
-    } else if (message.type === 'error') {
-      this.pending.delete(message.id);
-      entry.reject(deserializeError(message.error));
+      this.port?.hold(this.pending.size > 0);
+      if (message.type === 'result') entry.resolve(message.value);
+      else entry.reject(deserializeError(message.error));
     } else {
       entry.onMessage?.(message);
     }
@@ -109,6 +115,7 @@ export class WorkerModel {
         resolve: done(resolve), reject: done(reject),
         onMessage: onMessage ?? ((m) => m.type === 'progress' && onProgress?.({ loaded: m.loaded, total: m.total, checked: m.checked })),
       });
+      this.port.hold(true);
       this.port.post(message, transfer);
     });
   }
@@ -123,7 +130,7 @@ export class WorkerModel {
   /** Same as Model.generate: yields { token, text } as the worker produces them. */
   async *generate(prompt, options = {}) {
     const { signal, ...rest } = options;
-    if (signal?.aborted) throw abortedError(signal);
+    if (signal?.aborted) throw abortError('generation', signal);
     const id = this.nextId++;
     const queue = [];
     let wake = null;
@@ -136,7 +143,7 @@ export class WorkerModel {
     try {
       for (;;) {
         // Tokens already in flight when the caller aborted are dropped.
-        if (signal?.aborted) throw abortedError(signal);
+        if (signal?.aborted) throw abortError('generation', signal);
         if (queue.length) { yield queue.shift(); continue; }
         if (finished) break;
         await new Promise((resolve) => { wake = resolve; });

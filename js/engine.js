@@ -6,22 +6,11 @@ import {
   instantiateEngine, importsMemory, detectFeatures, forcedByEnv, VARIANTS, threadPlan, hostThreadFacts, startWorkers,
   createSharedMemory,
 } from './wasm.js';
+import { NeedleError, STATUS } from './errors.js';
+
+export { NeedleError, STATUS, abortError } from './errors.js';
 
 const ERROR_BYTES = 4 + 256; // needle_error: int code + char message[256]
-
-/** An error raised by the engine: `code` is the NEEDLE_E_* status. */
-export class NeedleError extends Error {
-  constructor(message, code) {
-    super(message);
-    this.name = 'NeedleError';
-    this.code = code;
-  }
-}
-
-export const STATUS = Object.freeze({
-  OK: 0, FORMAT: 1, NOMEM: 2, ARGUMENT: 3, INCOMPLETE: 4, TOKENIZER: 5, CONTEXT: 6, SCHEMA: 7,
-  ABORTED: 8,
-});
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();

@@ -29,12 +29,17 @@ export type StatusCode = (typeof STATUS)[keyof typeof STATUS];
  * - 'SOURCE': loadModel does not take a source of this type
  * - 'QUOTA': Cache Storage is full (reported in model.source.cacheError, not thrown)
  * - 'WORKER': the model's worker failed or exited
+ * - 'ENGINE': the engine module (.wasm) could not be fetched or compiled, or the host cannot run it
  * - 'UNKNOWN_TOOL' / 'TOOL_FAILED': Needle.run met a call with no JS function / a tool that threw
+ * - 'OFFLINE': loadNeedle2 found this device offline and no cached copy
+ * - 'CORS': loadNeedle2's cross-origin download was refused by the browser (no CORS headers, or no answer)
+ * - 'NOT_NEEDLE2': the archive loadNeedle2 (or verifyNeedle2) got is another one (error.mismatch)
  */
 export type NeedleErrorCode =
   | StatusCode
   | 'HTTP' | 'NETWORK' | 'TRUNCATED' | 'LENGTH' | 'READ' | 'SOURCE' | 'QUOTA'
-  | 'WORKER' | 'UNKNOWN_TOOL' | 'TOOL_FAILED';
+  | 'WORKER' | 'ENGINE' | 'UNKNOWN_TOOL' | 'TOOL_FAILED'
+  | 'OFFLINE' | 'CORS' | 'NOT_NEEDLE2';
 
 /** Every error the package throws. name is 'AbortError' when a signal stopped the work. */
 export declare class NeedleError extends Error {
@@ -42,6 +47,8 @@ export declare class NeedleError extends Error {
   code: NeedleErrorCode;
   /** HTTP status, for code 'HTTP'. */
   status?: number;
+  /** For code 'NOT_NEEDLE2': the first figure that differs from Needle 2's. */
+  mismatch?: Needle2Mismatch;
 }
 
 // ---------------------------------------------------------------- loading
@@ -76,20 +83,31 @@ export interface LoadProgress {
   checked: boolean;
 }
 
+/** What loadModel uses of a Cache Storage cache (a DOM `Cache` is one); declared here so the
+ *  types compile without the dom lib. */
+export interface ArchiveCacheStore {
+  match(url: string): Promise<Response | undefined>;
+  put(url: string, response: Response): Promise<void>;
+}
+
+/** A compiled engine module: WebAssembly.Module where the host's types declare it. */
+export type EngineModule = typeof globalThis extends { WebAssembly: { Module: abstract new (...args: any[]) => infer M } }
+  ? M : object;
+
 export interface LoadOptions {
   /** Called after every chunk copied into wasm memory. */
   onProgress?: (progress: LoadProgress) => void;
   /** Aborts the load (NeedleError named 'AbortError', code STATUS.ABORTED). */
   signal?: AbortSignal;
   /** false: do not use Cache Storage; a Cache: use that one instead of ARCHIVE_CACHE. */
-  cache?: false | Cache;
+  cache?: false | ArchiveCacheStore;
   /** Byte length of a bare ReadableStream source, for progress and early checks. */
   total?: number;
   /**
    * The engine module: a variant name ('simd', 'nosimd', or 'relaxed' when built), the URL of a
    * module file, or a compiled module. Default: the best shipped variant this host validates.
    */
-  wasm?: 'simd' | 'nosimd' | 'relaxed' | 'threads' | (string & {}) | URL | WebAssembly.Module;
+  wasm?: 'simd' | 'nosimd' | 'relaxed' | 'threads' | (string & {}) | URL | EngineModule;
   /**
    * Threads the engine computes on: 'auto' (default: up to the cores, where SharedArrayBuffer
    * and WebAssembly threads are available: Node, cross-origin-isolated pages) or a count (never
@@ -103,6 +121,54 @@ export interface LoadOptions {
   /** With worker: URL of worker.js, when a bundler or CSP needs it elsewhere. */
   workerUrl?: string | URL;
 }
+
+// ---------------------------------------------------------------- Needle 2 (needle2.js)
+
+/** Where Needle 2 lives: 'https://huggingface.co/Cactus-Compute/needle2/resolve/main/needle2.cact'. */
+export declare const NEEDLE2_URL: string;
+
+/** The figures a Needle 2 archive is checked against (spec section 1). */
+export interface Needle2Figures {
+  /** Bytes of the archive: 13,737,807. */
+  size: number;
+  /** Tensor records: 405. */
+  tensors: number;
+  /** CQ group size of every quantised tensor: 128. */
+  group: number;
+  /** Probe heads present: 'contrastive' and 'confidence'. */
+  heads: readonly string[];
+  /** Header fields, as Inspection.geometry names them (vocabulary 8192, hidden 512, ...). */
+  geometry: { readonly [field: string]: number | readonly number[] };
+}
+
+/** The released Needle 2's figures (frozen). */
+export declare const NEEDLE2_FIGURES: Readonly<Needle2Figures>;
+
+/** What differs: what ('size', 'tensor count', a geometry field, 'CQ group of <tensor>', '<kind> head'). */
+export interface Needle2Mismatch {
+  what: string;
+  actual: unknown;
+  expected: unknown;
+}
+
+export interface Needle2Options extends LoadOptions {
+  /** Another address of Needle 2 (a mirror; in Node also a file path). Default NEEDLE2_URL. */
+  url?: string | URL;
+  /** Figures that replace NEEDLE2_FIGURES' (shallowly), e.g. { size } of another revision. */
+  expect?: Partial<Needle2Figures>;
+}
+
+/**
+ * Loads Needle 2 from Hugging Face (loadModel: progress, a Web Worker in pages, Cache Storage
+ * so the next visit works offline) and checks it is that archive. Rejects with a NeedleError in
+ * plain words: 'OFFLINE', 'CORS', 'NETWORK', 'HTTP' (status 404, 401/403 gated, 5xx) or
+ * 'NOT_NEEDLE2' (the file is dropped from the cache), besides loadModel's codes.
+ */
+export declare function loadNeedle2(options?: Needle2Options): Promise<Model | WorkerModel>;
+
+/** Rejects with 'NOT_NEEDLE2' unless the loaded model is the archive expect describes (default Needle 2's). */
+export declare function verifyNeedle2(model: Model | WorkerModel,
+  options?: { expect?: Partial<Needle2Figures>; label?: string }): Promise<void>;
 
 /** What a loaded model reports about its source (model.source). */
 export interface LoadReport {
@@ -354,6 +420,8 @@ export interface NeedleOptions extends SamplingOptions {
   /** How call arguments hold integers a JS number cannot (beyond 2^53): a number as JSON.parse
    *  rounds it (default), a BigInt or its digits as a string (both keep every digit). */
   largeIntegers?: 'number' | 'bigint' | 'string';
+  /** Every turn calls at least one tool: the grammar's call array cannot close empty. */
+  requireCall?: boolean;
 }
 
 /** The contrastive-head embeddings of the declared tools (more than 5 tools). */
@@ -370,9 +438,14 @@ export interface TokenEvent {
   text: string;
 }
 
-export interface CompleteOptions {
+/** A turn's options. Sampling options given here restart the sampler for this turn from the
+ *  agent's options overridden by them (the same seed samples the same turn whatever came
+ *  before); the next turn without any restarts the agent's own. */
+export interface CompleteOptions extends SamplingOptions {
   /** Default 256. */
   maxNewTokens?: number;
+  /** Stops the turn within one step and undoes it: the promise rejects with a NeedleError
+   *  named 'AbortError' (code STATUS.ABORTED). */
   signal?: AbortSignal;
   /** 'auto' (default): a string is a query, anything else a tool result. */
   kind?: 'auto' | 'query' | 'tool_result';
@@ -391,7 +464,9 @@ export declare class Needle {
   static create(options: NeedleOptions & { model?: ModelSource; worker: true }): Promise<WorkerNeedle>;
   static create(options?: NeedleOptions): Promise<Needle | WorkerNeedle>;
   readonly model: Model;
-  /** One turn: a query, or (after a call) a tool result. */
+  /** One turn: a query, or (after a call) a tool result. A turn the model could not finish
+   *  (a context limit, say) resolves with success false and the error's message and code;
+   *  an abort rejects (CompleteOptions.signal); a bad argument throws a NeedleError. */
   complete(text: unknown, options?: CompleteOptions): Promise<Envelope>;
   /** A query, then the JS tools it calls and their results fed back, until a response or maxTurns (default 4). */
   run(query: string, options?: CompleteOptions & { maxTurns?: number }): Promise<RunResult>;
@@ -419,7 +494,7 @@ export type ExtractOptions = CompleteOptions & { name?: string; description?: st
  * methods. run() executes the JS tool functions in the calling thread (the
  * worker returns each envelope, the results go back as the next turn);
  * onToken receives pieces as the worker produces them; a signal stops the
- * turn within one piece (the envelope then has error_code STATUS.ABORTED).
+ * turn within one piece (the promise rejects with an AbortError).
  * prefillCount and renderedTools() answer from the last reply. A type only.
  */
 export interface WorkerNeedle {
@@ -434,3 +509,156 @@ export interface WorkerNeedle {
   /** Releases the agent in the worker (and the model and worker when create() loaded it). */
   free(): Promise<void>;
 }
+
+// ---------------------------------------------------------------- OpenAI shapes (openai.js)
+// The request types are wide enough that OpenAI's own ChatCompletionCreateParams
+// type-checks as ChatCompletionParams; what the agent cannot map (image parts,
+// custom tools, unknown options) is refused at run time with a NeedleError whose
+// `param` names the option or the message's JSON pointer ('/messages/3').
+
+/** A message's content: text, or parts (only text parts can be mapped). */
+export type ChatContent = string | { type: string; text?: string }[];
+
+/** A tool call as an assistant message in the request carries it. */
+export interface ChatToolCallParam {
+  id: string;
+  type: string;
+  function?: { name: string; arguments: string };
+}
+
+/** One message: system and developer text are the agent's system facts, user
+ *  text a query, tool content (JSON, or text) the result of an assistant's call. */
+export interface ChatMessageParam {
+  role: 'system' | 'developer' | 'user' | 'assistant' | 'tool' | 'function';
+  content?: ChatContent | null;
+  name?: string;
+  tool_calls?: ChatToolCallParam[];
+  tool_call_id?: string;
+}
+
+/** A tool in OpenAI's form; the agent declares { name, description, parameters }. */
+export interface ChatToolParam {
+  type: string;
+  function?: { name: string; description?: string; parameters?: JsonSchema; strict?: boolean | null };
+}
+
+/** 'none': no tool is declared; 'required': at least one call; a named function: only it, called. */
+export type ChatToolChoice = 'auto' | 'none' | 'required' | { type: string; function?: { name: string } };
+
+export interface ChatCompletionParams {
+  messages: ChatMessageParam[];
+  /** Any name: answers carry the client's. */
+  model?: string;
+  tools?: ChatToolParam[] | null;
+  tool_choice?: ChatToolChoice | null;
+  /** Default 0 (greedy, the agent's default; OpenAI's is 1), at most 2. */
+  temperature?: number | null;
+  top_p?: number | null;
+  /** 0 to 2^32-1, default 0: the sampler restarts from it at every turn. */
+  seed?: number | null;
+  /** The turn's token budget, default 256 (max_completion_tokens is the same). */
+  max_tokens?: number | null;
+  max_completion_tokens?: number | null;
+  /** Only 1. */
+  n?: number | null;
+  stream?: boolean | null;
+  stream_options?: { include_usage?: boolean } | null;
+  /** Aborts the request (NeedleError named 'AbortError'). */
+  signal?: AbortSignal;
+}
+
+export interface ChatToolCall {
+  id: string;
+  type: 'function';
+  /** arguments: the JSON text the model wrote (it validates against the tool's parameters). */
+  function: { name: string; arguments: string };
+}
+
+/** prompt_tokens: what the request prefilled (a tools block already cached is not counted again). */
+export interface ChatUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+export type ChatFinishReason = 'stop' | 'length' | 'tool_calls';
+
+export interface ChatCompletion {
+  id: string;
+  object: 'chat.completion';
+  created: number;
+  model: string;
+  choices: {
+    index: number;
+    /** content: the text the model writes before its calls (its reasoning; Needle writes no other), null when empty. */
+    message: { role: 'assistant'; content: string | null; refusal: null; tool_calls?: ChatToolCall[] };
+    /** 'length': the turn used its whole budget (the grammar then closed the call at its shortest). */
+    finish_reason: ChatFinishReason;
+    logprobs: null;
+  }[];
+  usage: ChatUsage;
+}
+
+export interface ChatCompletionChunk {
+  id: string;
+  object: 'chat.completion.chunk';
+  created: number;
+  model: string;
+  /** Empty in the usage chunk (stream_options.include_usage). */
+  choices: {
+    index: number;
+    /** The first chunk has the role; a tool call's first delta its index, id, type and name, later ones argument text. */
+    delta: {
+      role?: 'assistant';
+      content?: string | null;
+      tool_calls?: { index: number; id?: string; type?: 'function'; function?: { name?: string; arguments?: string } }[];
+    };
+    finish_reason: ChatFinishReason | null;
+    logprobs: null;
+  }[];
+  usage?: ChatUsage | null;
+}
+
+/** The chunks of a streamed answer; stopping the iteration early aborts the request. */
+export interface ChatCompletionStream extends AsyncIterable<ChatCompletionChunk> {}
+
+export interface ChatModelCard {
+  id: string;
+  object: 'model';
+  created: number;
+  owned_by: string;
+}
+
+export interface OpenAIOptions {
+  /** A Model, a WorkerModel, or a source to load (default: the demo archive; free() then frees it). */
+  model?: Model | WorkerModel | ModelSource;
+  /** The model name answers and /v1/models carry (default: the archive's file name without .cact). */
+  name?: string;
+  /** With a source: load it in a worker (default: true in browser pages, false elsewhere). */
+  worker?: boolean;
+  /** With a source: loadModel's options. */
+  load?: Omit<LoadOptions, 'worker'>;
+  /** Agents kept, one per distinct system text, tools and tool_choice (default 4). */
+  maxAgents?: number;
+}
+
+export interface OpenAIClient {
+  readonly name: string;
+  readonly model: Model | WorkerModel;
+  readonly chat: {
+    readonly completions: {
+      create(params: ChatCompletionParams & { stream: true }): Promise<ChatCompletionStream>;
+      create(params: ChatCompletionParams & { stream?: false | null }): Promise<ChatCompletion>;
+      create(params: ChatCompletionParams): Promise<ChatCompletion | ChatCompletionStream>;
+    };
+  };
+  readonly models: { list(): Promise<{ object: 'list'; data: ChatModelCard[] }> };
+  /** Frees the agents, and the model when openai() loaded it. */
+  free(): Promise<void>;
+}
+
+/**
+ * OpenAI's chat.completions over the agent: tools, tool_calls, tool results
+ * and streaming chunks in OpenAI's shapes, in this thread or over a worker model.
+ */
+export declare function openai(options?: OpenAIOptions): Promise<OpenAIClient>;

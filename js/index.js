@@ -9,15 +9,21 @@
 
 import { Model } from './model.js';
 import { Needle as InThreadNeedle } from './agent.js';
+import { checkKeys } from './options.js';
+import { LOAD_OPTIONS, DEMO_ARCHIVE_URL } from './load.js';
 
 export { Model, Session } from './model.js';
 export { NeedleError, STATUS } from './engine.js';
 export { ARCHIVE_CACHE } from './load.js';
 export { tool } from './agent.js';
+export { openai } from './openai.js';
+/** The real Needle 2 from Hugging Face: its URL, its figures, a checked load (needle2.js). */
+export { NEEDLE2_URL, NEEDLE2_FIGURES, loadNeedle2, verifyNeedle2 } from './needle2.js';
 
 /** The built-in demo model (dist/demo.cact): a small model this project trained on the
- *  18 tools of dist/demo-tools.json (src/train/), not Needle 2. */
-export const DEMO_ARCHIVE_URL = new URL('../dist/demo.cact', import.meta.url);
+ *  18 tools of dist/demo-tools.json (src/train/), not Needle 2. Bundled apps that use it
+ *  import DEMO_ARCHIVE_URL from 'needle-wasm/demo' instead, so that the bundler emits it. */
+export { DEMO_ARCHIVE_URL };
 
 const isBrowserPage = typeof window !== 'undefined' && typeof document !== 'undefined'
   && typeof Worker !== 'undefined';
@@ -30,18 +36,34 @@ const isBrowserPage = typeof window !== 'undefined' && typeof document !== 'unde
  * threads ('auto', the default, or a count; model.engine.threads says what runs).
  * The model's `source` field reports { size, label, fromCache, cacheError }.
  */
-export function loadModelInThread(source = DEMO_ARCHIVE_URL, options = {}) {
-  return Model.load(source, options);
+export function loadModelInThread(source, options = {}) {
+  checkKeys('loadModel()', options, LOAD_OPTIONS);
+  return source === undefined ? withDemoHint(Model.load(DEMO_ARCHIVE_URL, options)) : Model.load(source, options);
 }
 
 /** Loads a .cact archive (see loadModelInThread); options.worker chooses
  *  where it runs (default: a Web Worker in pages, this thread elsewhere). */
-export async function loadModel(source = DEMO_ARCHIVE_URL, options = {}) {
+export async function loadModel(source, options = {}) {
+  checkKeys('loadModel()', options, LOAD_OPTIONS);
   if (options.worker ?? isBrowserPage) {
     const { WorkerModel } = await import('./client.js');
-    return WorkerModel.load(source, options);
+    return source === undefined ? withDemoHint(WorkerModel.load(DEMO_ARCHIVE_URL, options)) : WorkerModel.load(source, options);
   }
   return loadModelInThread(source, options);
+}
+
+/** The default model not found, as in a bundled app that did not import
+ *  'needle-wasm/demo' (the bundler then has no copy of it): say so. */
+async function withDemoHint(loading) {
+  try {
+    return await loading;
+  } catch (error) {
+    if (['HTTP', 'NETWORK', 'READ'].includes(error?.code)) {
+      error.message += '. A bundled app that uses the built-in demo model passes it by name: '
+        + "import { DEMO_ARCHIVE_URL } from 'needle-wasm/demo'; loadModel(DEMO_ARCHIVE_URL)";
+    }
+    throw error;
+  }
 }
 
 /**
@@ -52,10 +74,13 @@ export async function loadModel(source = DEMO_ARCHIVE_URL, options = {}) {
  * as for loadModel, options.load: loadModel's options), and free() frees it.
  */
 export class Needle extends InThreadNeedle {
-  static async create({ model = DEMO_ARCHIVE_URL, worker, load: loadOptions = {}, ...options } = {}) {
+  static async create({ model, worker, load: loadOptions = {}, ...options } = {}) {
     if (model instanceof Model) return super.create({ model, ...options });
     if (typeof model?.createAgent === 'function') return model.createAgent(options);
-    if (!(worker ?? isBrowserPage)) return super.create({ model, load: loadOptions, ...options });
+    if (!(worker ?? isBrowserPage)) {
+      const creating = super.create({ model: model ?? DEMO_ARCHIVE_URL, load: loadOptions, ...options });
+      return model === undefined ? withDemoHint(creating) : creating;
+    }
     const loaded = await loadModel(model, { ...loadOptions, worker: true });
     try {
       return await loaded.createAgent({ ...options, ownsModel: true });

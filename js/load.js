@@ -19,8 +19,19 @@
 //                returned in the load report (report.cacheError), not thrown
 //   STATUS.ABORTED (8), name 'AbortError': options.signal fired
 
-import { NeedleError, STATUS } from './engine.js';
+import { NeedleError, STATUS, abortError } from './errors.js';
 import { importNode } from './node-import.js';
+
+// The package's own folder, kept in a variable: `new URL(file, import.meta.url)`
+// spelled out would make bundlers copy the demo archive into every app.
+const PACKAGE_BASE = import.meta.url;
+
+/** The built-in demo model next to this file (js/demo.js has the bundler-visible URL). */
+export const DEMO_ARCHIVE_URL = new URL('../dist/demo.cact', PACKAGE_BASE);
+
+/** The options loadModel() takes (index.d.ts LoadOptions). */
+export const LOAD_OPTIONS = Object.freeze(['onProgress', 'signal', 'cache', 'total', 'wasm', 'threads', 'worker',
+  'workerUrl', 'transfer']);
 
 /** The Cache Storage bucket that keeps fetched archives, keyed by URL. */
 export const ARCHIVE_CACHE = 'needle-archives';
@@ -32,15 +43,8 @@ const isNode = typeof process !== 'undefined' && !!process.versions?.node;
 // that no offset is out of range yet; the full load re-checks every bound.
 const UNKNOWN_TOTAL = Number.MAX_SAFE_INTEGER;
 
-export function abortError(signal) {
-  const error = new NeedleError(`load aborted${signal?.reason?.message ? `: ${signal.reason.message}` : ''}`,
-    STATUS.ABORTED);
-  error.name = 'AbortError';
-  return error;
-}
-
 function throwIfAborted(signal) {
-  if (signal?.aborted) throw abortError(signal);
+  if (signal?.aborted) throw abortError('loading the model', signal);
 }
 
 /** A short human name of a source for error messages. */

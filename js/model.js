@@ -2,11 +2,15 @@
 // every computation is the engine's. loadModel() in index.js builds one.
 
 import { Engine, NeedleError, STATUS, nextTask } from './engine.js';
-import { checkInteger, checkSampling } from './options.js';
+import { abortError } from './errors.js';
+import { checkInteger, checkKeys, checkSampling } from './options.js';
 import { streamArchive } from './load.js';
 
 const SPECIAL = { pad: 0, eos: 1, bos: 2, unknown: 3 };
 const LOAD_REPACK = 1; // NEEDLE_LOAD_REPACK in src/needle.h
+
+const GENERATE_OPTIONS = ['maxTokens', 'raw', 'temperature', 'topK', 'topP', 'minP', 'repetitionPenalty', 'seed',
+  'signal', 'exact'];
 
 export class Model {
   /** bytes: Uint8Array of a .cact archive; wasm and threads: Engine.create's. */
@@ -180,6 +184,7 @@ export class Model {
    * opts: maxTokens, raw, temperature, topK, topP, minP, repetitionPenalty, seed, signal, exact.
    */
   async *generate(prompt, opts = {}) {
+    checkKeys('generate()', opts, GENERATE_OPTIONS);
     const { maxTokens = 128, raw = false, signal, exact = false } = opts;
     const { temperature, topK, topP, minP, repetitionPenalty, seed } = checkSampling(opts);
     checkInteger('maxTokens', maxTokens, { min: 0, max: 1 << 20 });
@@ -195,7 +200,7 @@ export class Model {
     try {
       let logits = session.feed(promptIds)[0];
       for (let i = 0; i < maxTokens; i++) {
-        if (signal?.aborted) throw abortError(signal);
+        if (signal?.aborted) throw abortError('generation', signal);
         const token = session.sample(sampler, logits, recent.slice(-64));
         if (token === this.ids.eos || token === this.ids.imEnd) break;
         recent.push(token);
@@ -234,14 +239,6 @@ export class Model {
     this.freed = this.engine.free();
     return this.freed;
   }
-}
-
-function abortError(signal) {
-  const reason = signal.reason;
-  if (reason instanceof Error) return reason;
-  const error = new NeedleError('generation aborted', STATUS.ABORTED);
-  error.name = 'AbortError';
-  return error;
 }
 
 /** KV cache and scratch of one conversation. */

@@ -41,3 +41,27 @@ export function checkSampling({ temperature, topK, topP, minP, repetitionPenalty
     seed: checkInteger('seed', seed, { min: 0, max: U32_MAX, fallback: 0 }),
   };
 }
+
+/** Throws on an option `where` does not take (a misspelling would otherwise
+ *  be ignored), naming it, the nearest known one and all of them. */
+export function checkKeys(where, options, known) {
+  for (const key of Object.keys(options ?? {})) {
+    if (known.includes(key)) continue;
+    const near = known.filter((k) => distance(k.toLowerCase(), key.toLowerCase()) <= 2);
+    const hint = near.length ? `did you mean ${near[0]}? ` : '';
+    throw new NeedleError(`unknown option ${key} of ${where}: ${hint}(${where} takes ${known.join(', ')})`, STATUS.ARGUMENT);
+  }
+}
+
+/** Levenshtein distance, for the hint above. */
+function distance(a, b) {
+  let row = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const next = [i];
+    for (let j = 1; j <= b.length; j++) {
+      next[j] = Math.min(row[j] + 1, next[j - 1] + 1, row[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    row = next;
+  }
+  return row[b.length];
+}

@@ -144,5 +144,7 @@ export function endpoint(target) {
       }
     },
     close: () => target.terminate?.() ?? target.close?.(),
+    // A Node worker keeps the process alive only while a request is open.
+    hold: (busy) => (busy ? target.ref?.() : target.unref?.()),
   };
 }

@@ -8,6 +8,7 @@
 // the caller names one (the `wasm` option) or NEEDLE_WASM_VARIANT does (Node).
 
 import { importNode } from './node-import.js';
+import { NeedleError, STATUS } from './errors.js';
 
 /** Engine builds, best first. `needs`: features (probed below) the host must
  *  have. relaxed is the SIMD128 build with i8x16.relaxed_swizzle (build.sh),
@@ -67,16 +68,16 @@ export function chooseVariant(features, forced) {
   const fits = (name) => VARIANTS[name].needs.every((f) => features[f]);
   if (forced) {
     if (!Object.hasOwn(VARIANTS, forced)) {
-      throw new Error(`unknown engine variant "${forced}" (known: ${Object.keys(VARIANTS).join(', ')})`);
+      throw wasmOptionError(forced);
     }
     if (!fits(forced)) {
       const missing = VARIANTS[forced].needs.filter((f) => !features[f]);
-      throw new Error(`engine variant "${forced}" needs ${missing.join(' and ')}, which this host lacks`);
+      throw new NeedleError(`engine variant "${forced}" needs ${missing.join(' and ')}, which this host lacks`, 'ENGINE');
     }
     return forced;
   }
   const [name] = fittingVariants(features);
-  if (!name) throw new Error('no engine variant runs on this host');
+  if (!name) throw new NeedleError('no engine variant runs on this host (it needs WebAssembly)', 'ENGINE');
   return name;
 }
 
@@ -92,7 +93,7 @@ const SHIPPED_URLS = Object.freeze({
 
 /** URL of a variant's module file (an unshipped one: next to needle.wasm). */
 export function variantUrl(name) {
-  if (!Object.hasOwn(VARIANTS, name)) throw new Error(`unknown engine variant "${name}"`);
+  if (!Object.hasOwn(VARIANTS, name)) throw wasmOptionError(name);
   return new URL(SHIPPED_URLS[name] ?? new URL(VARIANTS[name].file, SHIPPED_URLS.simd));
 }
 
@@ -111,8 +112,32 @@ async function readModuleBytes(url) {
     return readFile(url);
   }
   const response = await fetch(url);
-  if (!response.ok) throw new Error(`cannot fetch ${url}: HTTP ${response.status}`);
+  if (!response.ok) throw new NeedleError(`cannot fetch the engine ${url}: HTTP ${response.status}`, 'ENGINE');
   return response.arrayBuffer();
+}
+
+function wasmOptionError(value) {
+  return new NeedleError(`unknown engine variant ${JSON.stringify(String(value))}: option wasm (or NEEDLE_WASM_VARIANT) must be `
+    + `one of ${Object.keys(VARIANTS).map((v) => `'${v}'`).join(', ')}, the URL of an engine .wasm, or a WebAssembly.Module`, STATUS.ARGUMENT);
+}
+
+/** The URL a wasm option names: absolute, or relative to the page. */
+function moduleUrl(source) {
+  try {
+    return new URL(source, globalThis.location?.href);
+  } catch {
+    throw wasmOptionError(source);
+  }
+}
+
+/** Compiled bytes, or a NeedleError saying which engine file failed. */
+async function compileBytes(url) {
+  try {
+    return await WebAssembly.compile(await readModuleBytes(url));
+  } catch (error) {
+    if (error instanceof NeedleError) throw error;
+    throw new NeedleError(`the engine ${url} could not be read or compiled: ${error.message}`, 'ENGINE');
+  }
 }
 
 /** Compiles an engine module once per URL (a WebAssembly.Module can be
@@ -122,7 +147,7 @@ const compiled = new Map();
 export function compileEngine(url = variantUrl(defaultVariant())) {
   const key = String(url);
   if (!compiled.has(key)) {
-    compiled.set(key, readModuleBytes(new URL(key)).then((bytes) => WebAssembly.compile(bytes)));
+    compiled.set(key, compileBytes(new URL(key)));
   }
   return compiled.get(key);
 }
@@ -131,7 +156,7 @@ export function compileEngine(url = variantUrl(defaultVariant())) {
  *  optional files (a copy of needle.wasm alone), so a variant that cannot be
  *  fetched or compiled gives way to the next; the last failure is thrown. */
 export async function compileBestVariant(names, compile = (name) => compileEngine(variantUrl(name))) {
-  let failure = new Error('no engine variant runs on this host');
+  let failure = new NeedleError('no engine variant runs on this host', 'ENGINE');
   for (const name of names) {
     try {
       return { module: await compile(name), variant: name };
@@ -153,7 +178,8 @@ async function resolveModule(source) {
   if (typeof source === 'string' && Object.hasOwn(VARIANTS, source)) {
     return compileBestVariant([chooseVariant(features, source)]);
   }
-  return { module: await compileEngine(source), variant: undefined };
+  if (typeof source !== 'string' && !(source instanceof URL)) throw wasmOptionError(source);
+  return { module: await compileEngine(moduleUrl(source)), variant: undefined };
 }
 
 /** Whether a compiled engine module is the threaded build (it imports its
@@ -237,7 +263,7 @@ export async function hostThreadFacts(validate = (bytes) => WebAssembly.validate
  */
 export function threadPlan(requested = 'auto', facts) {
   if (requested !== 'auto' && !(Number.isInteger(requested) && requested >= 1 && requested <= MAX_THREADS)) {
-    throw new RangeError(`threads must be 'auto' or an integer from 1 to ${MAX_THREADS}, not ${String(requested)}`);
+    throw new NeedleError(`option threads is ${JSON.stringify(requested) ?? String(requested)}: must be 'auto' or an integer from 1 to ${MAX_THREADS}`, STATUS.ARGUMENT);
   }
   const one = (reason) => ({ count: 1, reason });
   if (requested === 1) return one('one thread was requested');

@@ -123,9 +123,7 @@ function freeAll() {
 async function handle(message) {
   const { id, op } = message;
   if (op === 'abort') {
-    const reason = new NeedleError('stopped by the caller', STATUS.ABORTED);
-    reason.name = 'AbortError';
-    running.get(id)?.abort(reason);
+    running.get(id)?.abort(); // each side names what it stopped (errors.js abortError)
     return;
   }
   try {

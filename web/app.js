@@ -6,11 +6,19 @@
 // memory; a tool result can go back as the next turn. Registers the offline
 // service worker.
 
-import { loadModel, Needle, NeedleError, DEMO_ARCHIVE_URL, ARCHIVE_CACHE, STATUS } from '../js/index.js';
+import { loadModel, loadNeedle2, Needle, NeedleError, DEMO_ARCHIVE_URL, ARCHIVE_CACHE, STATUS, NEEDLE2_URL } from '../js/index.js';
 import { PRESETS, toolsFor, mockResult } from './presets.js';
 
 const $ = (id) => document.getElementById(id);
 const LAST_URL_KEY = 'needle-wasm:last-url';
+const NEEDLE2_KEY = 'needle2'; // LAST_URL_KEY's value when the last model was the Needle 2 button's
+// Where the Needle 2 button loads from: Hugging Face, or ?needle2=URL (a mirror,
+// or a test's stand-in); ?needle2-size=BYTES accepts a build of that size.
+const params = new URLSearchParams(location.search);
+const NEEDLE2 = {
+  url: new URL(params.get('needle2') ?? NEEDLE2_URL, location.href).href,
+  expect: params.has('needle2-size') ? { size: Number(params.get('needle2-size')) } : undefined,
+};
 const READY_VERDICT = 'Pick an example and press Run.';
 const state = {
   model: null,      // the WorkerModel
@@ -24,11 +32,12 @@ const state = {
   catalogue: [],    // tools.json
 };
 
-const mb = (bytes) => `${(bytes / 1048576).toFixed(1)} MB`;
+const mb = (bytes) => `${(bytes / 1048576).toFixed(1)} MB`; // memory, as the engine counts it
+const fileSize = (bytes) => `${(bytes / 1e6).toFixed(1)} MB`; // files, as Hugging Face counts them
 
-/** How the page names a model: "the built-in demo model (demo.cact, 1.0 MB)". */
+/** How the page names a model: "the built-in demo model (demo.cact, 0.9 MB)". */
 function describeModel({ name, size, isDemo }) {
-  return isDemo ? `the built-in demo model (${name}, ${mb(size)})` : `${name} (${mb(size)})`;
+  return isDemo ? `the built-in demo model (${name}, ${fileSize(size)})` : `${name} (${fileSize(size)})`;
 }
 
 /** Shows an error: a sentence a person can act on, with the engine's own
@@ -49,8 +58,8 @@ function showError(box, error, plain) {
 }
 
 /** A failed load in words: what went wrong and what to do about it. The codes
- *  are those of js/load.js and the engine's STATUS (js/engine.js). */
-function explainLoadError(error) {
+ *  are those of js/load.js, js/needle2.js and the engine's STATUS (js/engine.js). */
+function explainLoadError(error, needle2 = false) {
   switch (error.code) {
     case STATUS.FORMAT:
       return /not a \.cact archive/.test(error.message) ? 'This file is not a .cact archive.'
@@ -58,13 +67,32 @@ function explainLoadError(error) {
     case STATUS.NOMEM: return 'This browser tab does not have enough memory for this model. Close other tabs and try again.';
     case STATUS.TOKENIZER: return 'The tokenizer inside this archive is damaged.';
     case 'HTTP':
+      if (error.status === 404 && needle2) {
+        return 'Needle 2 is not at its address (HTTP 404): the file may have been moved or renamed. ' +
+          'If you know its new address, paste it in the Archive URL field.';
+      }
       if (error.status === 404) return 'There is no file at this address (HTTP 404). Check the URL.';
-      if (error.status === 401 || error.status === 403) return `The server refused to send this file (HTTP ${error.status}).`;
+      if (error.status === 401 || error.status === 403) {
+        return `The server refused to send this file (HTTP ${error.status}). On Hugging Face this means the ` +
+          'repository is gated or private: download the file where you are signed in, then open it here.';
+      }
       if (error.status >= 500) return `The server failed to send this file (HTTP ${error.status}). Try again later.`;
       return `The server answered with an error${error.status ? ` (HTTP ${error.status})` : ''}.`;
     case 'NETWORK':
       return 'The archive could not be downloaded. Check the address and your connection; a server on ' +
         'another site must also allow this page to download from it (CORS).';
+    case 'OFFLINE':
+      return 'You are offline, and Needle 2 is not in this browser\'s cache yet. Connect to the internet once ' +
+        'to download it; after that it loads offline.';
+    case 'CORS':
+      return 'The browser blocked the download: the server does not let this page read the file (CORS), ' +
+        'or it could not be reached. Try again later, or download the file and open it here.';
+    case 'NOT_NEEDLE2': {
+      const { what, actual, expected } = error.mismatch ?? {};
+      const say = (n) => (typeof n === 'number' ? n.toLocaleString('en-US') : String(n));
+      return `The file at this address is not Needle 2: its ${what} is ${say(actual)}${what === 'size' ? ' bytes' : ''}, ` +
+        `Needle 2's is ${say(expected)}${what === 'size' ? ' bytes' : ''}. Nothing was kept.`;
+    }
     case 'TRUNCATED': return 'The download stopped before the end of the archive. Try again.';
     case 'LENGTH': return 'The server sent more data than it announced; the file may have changed meanwhile. Try again.';
     case 'READ': return 'The file could not be read: it may have been moved or deleted.';
@@ -102,7 +130,7 @@ function showActiveModel() {
 /** Loads an archive, replacing the current model once the new one is in.
  *  Whatever happens, the result of the previous model goes: the page then
  *  shows only what is true of the model that is active. */
-async function load(source, { name, isDemo = false }) {
+async function load(source, { name, isDemo = false, needle2 = false }) {
   state.loading?.abort();
   state.running?.abort();
   const controller = new AbortController();
@@ -119,13 +147,15 @@ async function load(source, { name, isDemo = false }) {
   $('load-status').textContent = `Loading ${name}…`;
   const started = performance.now();
   try {
-    const model = await loadModel(source, {
+    const options = {
       signal: controller.signal,
       onProgress: ({ loaded, total }) => {
         if (total) { progress.max = total; progress.value = loaded; }
-        $('load-status').textContent = `Loading ${name}: ${mb(loaded)}${total ? ` of ${mb(total)}` : ''}`;
+        $('load-status').textContent = `Loading ${name}: ${fileSize(loaded)}${total ? ` of ${fileSize(total)}` : ''}`;
       },
-    });
+    };
+    // Needle 2 is checked to be that archive once in (js/needle2.js).
+    const model = await (needle2 ? loadNeedle2({ ...options, url: source, expect: NEEDLE2.expect }) : loadModel(source, options));
     if (state.loading !== controller) { await model.free(); return; } // a newer load won
     await dropAgent();
     await state.model?.free();
@@ -133,11 +163,11 @@ async function load(source, { name, isDemo = false }) {
     state.modelInfo = { name, size: model.source.size, isDemo };
     const seconds = ((performance.now() - started) / 1000).toFixed(1);
     progress.max = 1; progress.value = 1;
-    $('load-status').textContent = `Loaded ${name}: ${mb(model.source.size)} in ${seconds} s` +
+    $('load-status').textContent = `Loaded ${name}: ${fileSize(model.source.size)} in ${seconds} s` +
       `${model.source.fromCache ? ' (from the offline cache)' : ''}.` +
       `${model.source.cacheError ? ` Not cached for offline use: ${model.source.cacheError.message}` : ''}`;
     $('stat-memory').textContent = mb(model.peakMemoryBytes);
-    if (typeof source === 'string') rememberUrl(source);
+    if (typeof source === 'string') rememberUrl(source, needle2 ? NEEDLE2_KEY : source);
     clearTurns();
     document.body.dataset.model = 'ready';
   } catch (error) {
@@ -145,7 +175,7 @@ async function load(source, { name, isDemo = false }) {
     progress.max = 1; progress.value = 0;
     $('load-status').textContent = `Could not load ${name}. ` +
       (state.modelInfo ? `Still using ${describeModel(state.modelInfo)}.` : 'No model is loaded.');
-    showError($('error'), error, explainLoadError(error));
+    showError($('error'), error, explainLoadError(error, needle2));
     if (!state.model) document.body.dataset.model = 'error';
   } finally {
     if (state.loading === controller) state.loading = null;
@@ -163,13 +193,20 @@ function loadUrl(text) {
     showError($('error'), `"${text}" is not a web address. Paste a link to a .cact file, e.g. https://…/needle2.cact or /models/needle2.cact.`);
     return;
   }
+  if (href === NEEDLE2.url) { loadNeedle2Button(); return; }
   const name = decodeURIComponent(new URL(href).pathname.split('/').pop()) || href;
   load(href, { name, isDemo: href === DEMO_ARCHIVE_URL.href });
 }
 
-/** Keeps only the last used URL archive in the offline cache. */
-async function rememberUrl(href) {
-  localStorage.setItem(LAST_URL_KEY, href);
+/** The Needle 2 button: the real model from Hugging Face (or ?needle2=URL), checked. */
+function loadNeedle2Button() {
+  load(NEEDLE2.url, { name: 'Needle 2', needle2: true });
+}
+
+/** Keeps only the last used URL archive in the offline cache; key is what
+ *  the next visit loads (the URL, or NEEDLE2_KEY for the Needle 2 button). */
+async function rememberUrl(href, key) {
+  localStorage.setItem(LAST_URL_KEY, key);
   if (typeof caches === 'undefined') return;
   const cache = await caches.open(ARCHIVE_CACHE);
   for (const request of await cache.keys()) if (request.url !== href) await cache.delete(request);
@@ -332,7 +369,6 @@ function showEnvelope(envelope, agent) {
   $('stat-decode').textContent = envelope.decode_tps ? envelope.decode_tps.toFixed(1) : '–';
   if (envelope.peak_ram_mb) $('stat-memory').textContent = `${envelope.peak_ram_mb.toFixed(1)} MB`;
   $('stat-prefilled').textContent = String(agent.prefillCount);
-  document.body.dataset.envelopes = String(Number(document.body.dataset.envelopes || 0) + 1);
 
   const stopped = !envelope.success && envelope.error_code === STATUS.ABORTED;
   if (stopped) setVerdict('Stopped. The turn was undone; run again or change the query.');
@@ -391,12 +427,19 @@ async function turn(kind, input) {
     $('stat-state').dataset.last = envelope.success ? 'done' : envelope.error_code === STATUS.ABORTED ? 'stopped' : 'failed';
   } catch (error) {
     if (loads !== state.loads) return;
+    if (error.name === 'AbortError') { // Stop, Escape or a new load: the engine undid the turn
+      setVerdict('Stopped. The turn was undone; run again or change the query.');
+      logTurn(kind, input, { success: false, error_code: STATUS.ABORTED });
+      $('stat-state').dataset.last = 'stopped';
+      return;
+    }
     showError($('agent-error'), error);
     $('stat-state').dataset.last = 'failed';
   } finally {
     state.running = null;
     setBusy();
     keepFocus();
+    document.body.dataset.turnsEnded = String(Number(document.body.dataset.turnsEnded || 0) + 1); // for tests
   }
 }
 
@@ -506,6 +549,8 @@ function main() {
     e.target.value = '';
   });
   $('demo').addEventListener('click', () => loadUrl(DEMO_ARCHIVE_URL.href));
+  $('needle2').addEventListener('click', loadNeedle2Button);
+  if (NEEDLE2.url !== NEEDLE2_URL) $('needle2').title = `from ${NEEDLE2.url}`;
   $('run').addEventListener('click', runQuery);
   $('stop').addEventListener('click', () => state.running?.abort());
   $('reset').addEventListener('click', reset);
@@ -523,8 +568,11 @@ function main() {
   setupPresets();
 
   const last = localStorage.getItem(LAST_URL_KEY);
-  if (last) $('url').value = last === DEMO_ARCHIVE_URL.href ? '' : last;
-  loadUrl(last || DEMO_ARCHIVE_URL.href);
+  if (last === NEEDLE2_KEY) loadNeedle2Button();
+  else {
+    if (last) $('url').value = last === DEMO_ARCHIVE_URL.href ? '' : last;
+    loadUrl(last || DEMO_ARCHIVE_URL.href);
+  }
 }
 
 main();

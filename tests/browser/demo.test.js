@@ -20,7 +20,7 @@ import { fileURLToPath } from 'node:url';
 import { cpus } from 'node:os';
 import { chromium } from 'playwright-core';
 import Ajv from 'ajv';
-import { startServer } from '../../js/serve.js';
+import { startServer } from '../../web/serve.js';
 import { PRESETS, ALL_TOOLS, toolsFor } from '../../web/presets.js';
 import { loadModelInThread, Needle } from '../../js/index.js';
 
@@ -47,7 +47,7 @@ after(async () => { await browser?.close(); server?.close(); });
 
 const shot = (page, name) => page.screenshot({ path: `${shots}/${name}.png`, fullPage: true });
 const text = (page, id) => page.locator(`#${id}`).textContent();
-const envelopes = (page) => page.evaluate(() => Number(document.body.dataset.envelopes || 0));
+const turnsEnded = (page) => page.evaluate(() => Number(document.body.dataset.turnsEnded || 0));
 const focused = (page) => page.evaluate(() => document.activeElement?.id ?? null);
 
 /** JSON with object keys sorted at every level, so that key order is ignored. */
@@ -70,9 +70,9 @@ async function setSetting(page, id, value) {
 
 /** Clicks a button and waits for the turn it starts to produce its envelope. */
 async function runTurn(page, button) {
-  const before = await envelopes(page);
+  const before = await turnsEnded(page);
   await page.click(button);
-  await page.waitForFunction((n) => Number(document.body.dataset.envelopes || 0) > n
+  await page.waitForFunction((n) => Number(document.body.dataset.turnsEnded || 0) > n
     && document.body.dataset.agent === 'idle', before, { timeout: 30000 });
 }
 

@@ -2,9 +2,11 @@
 // with no configuration at all, then run in headless Chromium (playwright-core
 // with the system /usr/bin/chromium; never downloads a browser). Proves that
 // the bundler finds the worker (and bundles it with its imports), needle.wasm
-// and the demo archive from `new URL('./x', import.meta.url)`, and that the
-// page really loads the model in a Web Worker and generates the same tokens
-// as Node. The build output is served by a small node:http server.
+// and the demo archive (imported from 'needle-wasm/demo') from
+// `new URL('./x', import.meta.url)`, that an app loading its own archive gets
+// no demo archive, and that the page really loads the model in a Web Worker
+// and generates the same tokens as Node. The build output is served by a
+// small node:http server.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
@@ -12,13 +14,14 @@ import { readFile, readdir } from 'node:fs/promises';
 import { rmSync } from 'node:fs';
 import { extname, join, normalize } from 'node:path';
 import { chromium } from 'playwright-core';
-import { build, createLogger } from 'vite';
+import { build, createLogger, createServer as createDevServer } from 'vite';
 import { pack, install } from '../fixtures/consumer/install.js';
 import { loadModel } from '../../js/index.js';
 
 const TYPES = { '.html': 'text/html', '.js': 'text/javascript', '.wasm': 'application/wasm', '.cact': 'application/octet-stream' };
 let packed;
 let project;
+let ownArchiveProject;
 let browser;
 let server;
 
@@ -40,6 +43,7 @@ function serve(dir) {
 before(async () => {
   packed = await pack();
   project = await install(packed, 'web-consumer', ['web/']);
+  ownArchiveProject = await install(packed, 'web-own-archive', ['web-own/']);
   browser = await chromium.launch({
     executablePath: '/usr/bin/chromium', headless: true,
     args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run'],
@@ -52,16 +56,27 @@ after(async () => {
   if (packed) rmSync(packed.dir, { recursive: true, force: true });
 });
 
-test('Vite bundles the installed package unconfigured; the page generates in a Web Worker', { timeout: 90000 }, async () => {
-  // Build with Vite's defaults; every warning is a failure (e.g. a Node
-  // built-in stubbed for the browser, or a worker it could not bundle).
+/** Builds root with Vite's defaults; every warning is a failure (e.g. a Node
+ *  built-in stubbed for the browser, or a worker it could not bundle). The assets emitted. */
+async function viteBuild(root) {
   const warnings = [];
   const logger = createLogger('warn', { allowClearScreen: false });
   logger.warn = (message) => warnings.push(message);
   logger.warnOnce = (message) => warnings.push(message);
-  await build({ root: project, configFile: false, logLevel: 'warn', customLogger: logger, build: { outDir: 'dist' } });
+  await build({ root, configFile: false, logLevel: 'warn', customLogger: logger, build: { outDir: 'dist' } });
   assert.deepEqual(warnings, []);
-  const assets = await readdir(join(project, 'dist/assets'));
+  return readdir(join(root, 'dist/assets'));
+}
+
+test('an app that loads its own archive gets the engine and the worker, and no demo archive', { timeout: 90000 }, async () => {
+  const assets = await viteBuild(ownArchiveProject);
+  assert.equal(assets.filter((f) => f.endsWith('.wasm')).length, 4, `engine variants among ${assets}`);
+  assert.equal(assets.filter((f) => /^worker-.*\.js$/.test(f)).length, 1, `no worker among ${assets}`);
+  assert.deepEqual(assets.filter((f) => /\.(cact|json)$/.test(f)), [], 'the demo model must not be emitted');
+});
+
+test('Vite bundles the installed package unconfigured; the page generates in a Web Worker', { timeout: 90000 }, async () => {
+  const assets = await viteBuild(project);
   // Every shipped engine variant (js/wasm.js picks one at run time).
   assert.equal(assets.filter((f) => f.endsWith('.wasm')).length, 4, `engine variants among ${assets}`);
   assert.ok(assets.some((f) => /^needle-nosimd-.+\.wasm$/.test(f)), `no nosimd variant among ${assets}`);
@@ -111,5 +126,20 @@ test('Vite bundles the installed package unconfigured; the page generates in a W
     assert.equal(await page.locator('#out').textContent(), text);
   } finally {
     model.free();
+  }
+});
+
+test("Vite's dev server without configuration: the page fails saying what to add to vite.config.js", { timeout: 90000 }, async () => {
+  const dev = await createDevServer({ root: project, configFile: false, logLevel: 'silent', server: { port: 0, host: '127.0.0.1' } });
+  await dev.listen();
+  try {
+    const page = await browser.newPage();
+    await page.goto(dev.resolvedUrls.local[0]);
+    const result = await (await page.waitForFunction(() => window.result, null, { timeout: 60000 })).jsonValue();
+    assert.equal(result.needleError, true, result.error);
+    assert.match(result.error, /optimizeDeps: \{ exclude: \['needle-wasm'\] \} to vite\.config\.js/);
+    await page.close();
+  } finally {
+    await dev.close();
   }
 });

@@ -11,6 +11,7 @@ import { writeCact, TINY_GEOMETRY } from '../../js/cact-writer.js';
 import { tokenizerBlobFromModel } from '../../js/sentencepiece-model.js';
 import { Model } from '../../js/model.js';
 import { Needle, tool } from '../../js/agent.js';
+import { NeedleError } from '../../js/errors.js';
 import { TOOL_SETS, TWELVE_TOOLS } from './agent-schemas.js';
 
 const SAMPLES = 20;
@@ -86,12 +87,10 @@ test('a failed turn loses nothing: after an abort mid-turn the same query gives 
   const agent = await Needle.create({ model, tools });
   const controller = new AbortController();
   let pieces = 0;
-  const aborted = await agent.complete('do it', {
+  await assert.rejects(agent.complete('do it', {
     maxNewTokens: MAX_NEW, signal: controller.signal,
     onToken: () => { if (++pieces === 3) controller.abort(); },
-  });
-  assert.equal(aborted.success, false);
-  assert.equal(aborted.error_code, 8);
+  }), (e) => e instanceof NeedleError && e.name === 'AbortError' && e.code === 8);
   const after = await agent.complete('do it', { maxNewTokens: MAX_NEW });
   const fresh = await Needle.create({ model, tools });
   const want = await fresh.complete('do it', { maxNewTokens: MAX_NEW });

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { Model } from '../../js/model.js';
-import { Needle, NeedleError, STATUS, loadModelInThread } from '../../js/index.js';
+import { Needle, NeedleError, STATUS, loadModel, loadModelInThread } from '../../js/index.js';
 import { parseExactJson } from '../../js/exact-json.js';
 
 const DEMO = new URL('../../dist/demo.cact', import.meta.url);
@@ -67,30 +67,29 @@ test('a freed agent refuses every call', async () => {
   }
 });
 
-test('an abort during a long prefill takes effect within 50 ms and leaves the conversation as it was', async () => {
-  const model = await loadModelInThread(RELEASED, { threads: 1 });
-  try {
-    const agent = await Needle.create({ model, tools: [setLight] });
-    const before = model.tokenize('x').length; // warm
-    assert.ok(before > 0);
-    const query = 'please switch the lights in the living room on and make them bright '.repeat(40);
-    const controller = new AbortController();
-    const started = performance.now();
-    let abortedAt = 0;
-    setTimeout(() => { abortedAt = performance.now(); controller.abort(); }, 100);
-    const envelope = await agent.complete(query, { signal: controller.signal });
-    const ended = performance.now();
-    assert.equal(envelope.success, false);
-    assert.equal(envelope.error_code, STATUS.ABORTED);
-    assert.ok(abortedAt > 0, `the prefill ended before the abort (${ended - started} ms)`);
-    assert.ok(ended - abortedAt < 50, `the abort took ${ended - abortedAt} ms`);
-    const done = await agent.complete('turn on the kitchen lights', { maxNewTokens: 48 });
-    assert.equal(done.success, true, done.error);
-    agent.free();
-  } finally {
-    await model.free();
-  }
-});
+for (const worker of [false, true]) {
+  test(`an abort during a long prefill takes effect within 50 ms and leaves the conversation as it was (${worker ? 'worker' : 'in-thread'})`, async () => {
+    const model = await loadModel(RELEASED, { threads: 1, worker });
+    try {
+      const agent = await Needle.create({ model, tools: [setLight] });
+      const query = 'please switch the lights in the living room on and make them bright '.repeat(40);
+      const controller = new AbortController();
+      const started = performance.now();
+      let abortedAt = 0;
+      setTimeout(() => { abortedAt = performance.now(); controller.abort(); }, 100);
+      await assert.rejects(agent.complete(query, { signal: controller.signal }),
+        (e) => e instanceof NeedleError && e.name === 'AbortError' && e.code === STATUS.ABORTED);
+      const ended = performance.now();
+      assert.ok(abortedAt > 0, `the prefill ended before the abort (${ended - started} ms)`);
+      assert.ok(ended - abortedAt < 50, `the abort took ${ended - abortedAt} ms`);
+      const done = await agent.complete('turn on the kitchen lights', { maxNewTokens: 48 });
+      assert.equal(done.success, true, done.error);
+      await agent.free();
+    } finally {
+      await model.free();
+    }
+  });
+}
 
 test('limits: a query or tools block over its limit fails at once, naming the limit', async () => {
   const model = await Model.fromBytes(demoBytes, { threads: 1 });

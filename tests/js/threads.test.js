@@ -114,7 +114,7 @@ test('threadPlan: counts and the reason for each kind of host', () => {
   assert.match(reason('auto', { ...NODE, simd: false }), /needs SIMD128/);
   assert.match(reason('auto', { ...NODE, variant: 'relaxed' }), /"relaxed" engine variant runs one thread/);
   assert.deepEqual(threadPlan('auto', { ...NODE, variant: 'threads' }), { count: 2, reason: null });
-  for (const bad of [0, -1, 1.5, '2', 'all', 17, NaN]) assert.throws(() => threadPlan(bad, NODE), /threads must be 'auto' or an integer/);
+  for (const bad of [0, -1, 1.5, '2', 'all', 17, NaN]) assert.throws(() => threadPlan(bad, NODE), /option threads is .*: must be 'auto' or an integer/);
 });
 
 test('hostThreadFacts: Node has SharedArrayBuffer and wasm threads; cores from os', async () => {
@@ -133,7 +133,7 @@ test('a single-threaded variant or module reports why it runs one thread', async
   assert.equal(engine.variant, 'simd');
   assert.match(engine.threads.reason, /"simd" engine variant runs one thread/);
   await engine.free();
-  await assert.rejects(Engine.create(undefined, { threads: 0 }), /threads must be 'auto' or an integer/);
+  await assert.rejects(Engine.create(undefined, { threads: 0 }), /option threads is .*: must be 'auto' or an integer/);
 });
 
 test('free() lets the workers go; a process that forgets free() still exits', async () => {
