@@ -29,7 +29,7 @@ host_imports() {
 # Sources that run once per load or per prompt (parsing, tokenizing, the
 # agent's bookkeeping): compiled for size, which keeps the module under its
 # 300 KB budget; everything a token runs through is compiled for speed.
-SIZE_SOURCES="src/agent.c src/archive.c src/bench.c src/grammar.c src/grammar_schema.c src/inspect.c src/json.c src/model.c src/regex.c src/tokenizer.c"
+SIZE_SOURCES="src/agent.c src/archive.c src/bench.c src/grammar.c src/grammar_oneof.c src/grammar_schema.c src/inspect.c src/json.c src/model.c src/regex.c src/tokenizer.c"
 
 # One engine module: OUT, then the variant's flags (-m and -D flags compile,
 # the others link) and extra sources. Standalone, no Emscripten JS glue:
@@ -114,7 +114,7 @@ archives() {
   node js/cli.js make-random dist/tiny.cact --tiny
 }
 
-# Retrains the demo model from its seed (not part of `all`: about 70 minutes
+# Retrains the demo model from its seed (not part of `all`: about 90 minutes
 # on an idle 2-core machine) and writes src/train/demo-model/.
 train() {
   local need=()
@@ -128,16 +128,13 @@ train() {
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
   fi
-  # The schedule the committed model was trained with: 600 steps of a
-  # 1200-step schedule (stopped there to fit the session), then 260 steps
-  # resumed from that checkpoint, the last 60% of them quantisation-aware;
-  # then the probe heads on the frozen base.
-  local train="/usr/bin/python3 src/train/train.py --out build/train --seed 1 --batch-tokens 8192"
-  $train --stage base --steps 1200 --stop-at 600
-  cp build/train/checkpoint.pt build/train/checkpoint-step600.pt
-  $train --stage base --resume build/train/checkpoint-step600.pt --steps 260 --lr 1.5e-3 --warmup 20 \
-    --qat-share 0.6 --batch-seed 2
-  $train --stage heads --contrastive-steps 150 --confidence-steps 120
+  # The committed model's recipe: 90,000 commands, half of the free-text
+  # values invented (so copying is the only way to get them right), 1,250
+  # steps of 8,192 tokens on one cosine schedule, the last 30% with CQ and
+  # A8 fake quantisation; then the probe heads on the frozen base.
+  local train="/usr/bin/python3 src/train/train.py --out build/train --seed 1 --batch-tokens 8192 --train 90000 --synthetic 0.5"
+  $train --stage base --steps 1250 --warmup 100 --lr 3e-3 --qat-share 0.3
+  $train --stage heads
   node src/train/publish.mjs build/train src/train/demo-model
 }
 

@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "json.h"
 #include "needle.h"
@@ -194,5 +195,27 @@ int nd_graph_costs(graph *gr);
 /* 1 when the completion search builds a value of node at depth from
  * scratch (what a fresh call needs); 0 when it finds none. */
 int nd_graph_can_complete(const graph *gr, int32_t node, int depth);
+
+/* Byte order of texts, shorter first on a common prefix (literal lists are sorted by it). */
+static inline int nd_lit_cmp(const void *x, const void *y) {
+    const lit *a = x, *b = y;
+    int r = memcmp(a->s, b->s, a->n < b->n ? a->n : b->n);
+    return r ? r : (a->n > b->n) - (a->n < b->n);
+}
+
+/* The non-ALT nodes a node stands for (alternatives are flattened, one level). */
+static inline const int32_t *nd_leaves_of(const graph *gr, const int32_t *id, uint32_t *n) {
+    const gnode *v = &gr->v[*id];
+    if (v->kind == K_ALT) { *n = v->nkids; return v->kids; }
+    *n = 1;
+    return id;
+}
+
+/* s[0..n) for an error message: JSON escapes, cut with "..." after max bytes (grammar_schema.c). */
+void nd_escape(char *out, size_t cap, const char *s, size_t n, size_t max);
+
+/* 1, with the reason in why, when a value nodes a or b write may validate
+ * against the other's schema (grammar_oneof.c). */
+int nd_oneof_overlap(const graph *gr, int32_t a, int32_t b, char *why, size_t cap);
 
 #endif
