@@ -104,32 +104,75 @@ def corrupt(ex, tools, rng, values):
     return ex, kind
 
 
-def train_confidence(model, renderer, train, log, steps=500, batch=32, seed=2):
+def confidence_examples(renderer, train, own, rng, count):
+    """(example, label) pairs: the model's own calls on fresh commands (`own`:
+    (example, calls, correct) from own-calls.mjs), then training targets
+    (right) and corrupted calls (wrong) half and half."""
     single = [ex for ex in train if ex["kind"] in ("call", "multi", "refusal")]
     values = {n: [] for n in renderer.tools}
     for ex in single:
         for c in ex["turns"][0]["calls"]:
             values[c["name"]].append(c["arguments"])
+    pairs = []
+    for ex, calls, correct in own:
+        ex = copy.deepcopy(ex)
+        ex["turns"] = [dict(ex["turns"][0], calls=calls)]
+        pairs.append((ex, 1.0 if correct else 0.0))
+    while len(pairs) < count:
+        ex = rng.choice(single)
+        right = rng.random() < 0.5
+        pairs.append((ex, 1.0) if right else (corrupt(ex, renderer.tools, rng, values)[0], 0.0))
+    rng.shuffle(pairs)
+    return pairs
+
+
+def cached_batches(model, renderer, pairs, batch):
+    """The frozen base's cells of every pair, computed once, in batches of
+    similar length: [(cells, valid, labels)]."""
+    order = sorted(range(len(pairs)), key=lambda i: len(renderer.example(pairs[i][0], eos=False)[0]))
+    out = []
+    for at in range(0, len(order), batch):
+        chosen = [pairs[i] for i in order[at:at + batch]]
+        cells, valid = cells_of(model, [renderer.example(ex, eos=False)[0] for ex, _ in chosen])
+        out.append((cells, valid, torch.tensor([label for _, label in chosen])))
+    return out
+
+
+def auroc(scores, labels):
+    pos = scores[labels > 0.5]
+    neg = scores[labels <= 0.5]
+    if not len(pos) or not len(neg):
+        return float("nan")
+    return ((pos[:, None] > neg[None, :]).float() + 0.5 * (pos[:, None] == neg[None, :]).float()).mean().item()
+
+
+def train_confidence(model, renderer, train, log, steps=500, batch=32, seed=2, own=(), count=2048):
+    """A correctness classifier on the frozen base. Its probes start near zero,
+    so pooling starts as a mean over every cell and the gradient reaches the
+    call's cells (large random probes lock the softmax onto one cell whose
+    features say nothing about the call). One batch in eight is held back to
+    report a validation AUROC."""
     rng = random.Random(seed)
+    data = cached_batches(model, renderer, confidence_examples(renderer, train, own, rng, count), batch)
+    rng.shuffle(data)
+    held, fit = data[: max(1, len(data) // 8)], data[max(1, len(data) // 8):]
+    probes = model.raw("confidence_head.probes")
+    with torch.no_grad():
+        probes.normal_(0.0, 0.01)
     params = [model.raw(f"confidence_head.{k}") for k in ("probes", "proj", "bias")]
-    opt = torch.optim.Adam(params, lr=3e-3)
+    opt = torch.optim.Adam(params, lr=1e-2)
     for step in range(steps):
-        seqs, labels = [], []
-        for ex in rng.sample(single, batch):
-            right = rng.random() < 0.5
-            if not right:
-                ex, _ = corrupt(ex, renderer.tools, rng, values)
-            seqs.append(renderer.example(ex, eos=False)[0])
-            labels.append(1.0 if right else 0.0)
-        cells, valid = cells_of(model, seqs)
+        cells, valid, labels = fit[step % len(fit)]
         logit = model.head("confidence", cells, valid)[:, 0]
-        loss = F.binary_cross_entropy_with_logits(logit, torch.tensor(labels))
+        loss = F.binary_cross_entropy_with_logits(logit, labels)
         opt.zero_grad()
         loss.backward()
         opt.step()
-        if (step + 1) % 50 == 0:
-            acc = ((logit > 0).float() == torch.tensor(labels)).float().mean().item()
-            log(f"confidence step {step + 1}/{steps} loss {loss.item():.4f} batch accuracy {acc:.2f}")
+        if (step + 1) % 100 == 0 or step + 1 == steps:
+            with torch.no_grad():
+                scores = torch.cat([model.head("confidence", c, v)[:, 0] for c, v, _ in held])
+            log(f"confidence step {step + 1}/{steps} loss {loss.item():.4f} "
+                f"validation AUROC {auroc(scores, torch.cat([l for _, _, l in held])):.3f}")
 
 
 def freeze_quantised(model):
@@ -143,9 +186,17 @@ def freeze_quantised(model):
     model.qat, model.a8 = False, True
 
 
-def train_heads(model, renderer, train, args, log):
+def train_heads(model, renderer, train, args, log, own=()):
+    """Both heads on the frozen base, which then gets its own weights back:
+    the exporter quantises them, and quantising the dequantised matrices a
+    second time moves their levels (it measurably cost held-out calls)."""
+    base = {name: p.detach().clone() for name, p in model.p.items() if "_head__" not in name}
     freeze_quantised(model)
     for name, p in model.p.items():
         p.requires_grad_("_head__" in name)
     train_contrastive(model, renderer, train, log, steps=args.contrastive_steps)
-    train_confidence(model, renderer, train, log, steps=args.confidence_steps)
+    train_confidence(model, renderer, train, log, steps=args.confidence_steps, own=own)
+    with torch.no_grad():
+        for name, weights in base.items():
+            model.p[name].copy_(weights)
+    model.a8 = False

@@ -66,14 +66,13 @@ const manifest = {
     training: 'CQ fake quantisation (straight-through) at this bit map and A8 activations for the last 30% of steps',
   },
   seed: 1,
-  data: { generator: 'src/train/generate.py --seed 1 --train 60000 --heldout 600', heldout: counts(examples) },
+  data: { generator: 'src/train/generate.py --seed 1 --train 90000 --heldout 600, half of the free-text values of '
+    + 'training commands invented (--synthetic 0.5)', heldout: counts(examples) },
   training: {
     phases: phases(train),
-    note: 'phase 1: 600 steps of a 1200-step cosine schedule (stopped to fit the session; the machine was shared '
-      + 'with builds, hence the tokens/s); phase 2: 260 steps from its checkpoint, lr 1.5e-3 cosine, the last 60% '
-      + 'with CQ and A8 fake quantisation; 8192 tokens per batch. Phase 3 (half the free-text values invented, to '
-      + 'teach copying) was stopped at step 200 and discarded. The published base is phase 2, then the heads on it: '
-      + '150 contrastive and 120 confidence steps (bash build.sh train repeats phases 1, 2 and the heads)',
+    note: 'one phase: 1250 steps of 8192 tokens on a cosine schedule (lr 3e-3, warmup 100), the last 30% with CQ '
+      + 'and A8 fake quantisation; then the heads on the frozen base: 400 contrastive steps, and 600 confidence steps '
+      + 'on 2048 calls, 1024 of them the base model\'s own calls on fresh commands (train.log has each step)',
   },
   heldout: {
     fast: summarise(fast),

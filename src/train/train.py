@@ -42,10 +42,13 @@ GEOMETRY = dict(
 GROUP = 64
 
 
-def bit_map(name):
-    """The released archive's map: CQ4 for the embedding and the mHC Phi
-    matrices, CQ2 for every other CQ matrix."""
-    return 4 if name == "embedding" or name.startswith("mhc.phi_") else 2
+BIT_MAPS = {
+    # The released archive's map: CQ4 for the embedding and the mHC Phi
+    # matrices, CQ2 for every other CQ matrix.
+    "released": lambda name: 4 if name == "embedding" or name.startswith("mhc.phi_") else 2,
+    "4": lambda name: 4,
+}
+bit_map = BIT_MAPS["released"]
 
 
 def compact(x):
@@ -252,6 +255,27 @@ def canonical_names(model):
     return names
 
 
+def own_calls(model, tokenizer, args, log):
+    """The base's own calls (engine, public agent API) on fresh commands of
+    the training templates, half of their values invented: [(example, calls,
+    correct)] for the confidence head (src/train/own-calls.mjs)."""
+    from generate import generate
+    if not args.own_calls:
+        return []
+    fresh, _ = generate(args.seed + 100, args.own_calls, 0, 0.5)
+    save_weights(model, args.out)
+    base = os.path.join(args.out, "base.cact")
+    subprocess.run(["node", os.path.join(HERE, "export.mjs"), args.out, tokenizer, base], check=True)
+    given, taken = os.path.join(args.out, "own-examples.jsonl"), os.path.join(args.out, "own-calls.jsonl")
+    with open(given, "w") as f:
+        f.writelines(json.dumps(ex) + "\n" for ex in fresh)
+    subprocess.run(["node", os.path.join(HERE, "own-calls.mjs"), base, given, taken], check=True)
+    with open(taken) as f:
+        calls = [json.loads(line) for line in f]
+    log(f"own calls: {sum(c['correct'] for c in calls)} of {len(calls)} right")
+    return [(ex, c["calls"], c["correct"]) for ex, c in zip(fresh, calls)]
+
+
 def reference_logits(renderer, heldout, archive, out):
     """The three-way check's PyTorch side: the dequantised archive's logits in
     float64 (exact numerics: no A8) at every position of the shortest
@@ -285,10 +309,15 @@ def main():
     ap.add_argument("--batch-seed", type=int, default=None, help="seed of the batch order (default --seed)")
     ap.add_argument("--synthetic", type=float, default=0.0, help="share of invented free-text values (generate.py)")
     ap.add_argument("--contrastive-steps", type=int, default=400)
-    ap.add_argument("--confidence-steps", type=int, default=500)
+    ap.add_argument("--confidence-steps", type=int, default=600)
+    ap.add_argument("--confidence-examples", type=int, default=2048, help="pairs the confidence head learns from")
+    ap.add_argument("--own-calls", type=int, default=1024, help="fresh commands whose own calls the confidence head sees")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--stage", default="all", choices=["all", "base", "heads", "export"])
+    ap.add_argument("--bits", default="released", choices=sorted(BIT_MAPS), help="the CQ bit map (QAT and export)")
     args = ap.parse_args()
+    global bit_map
+    bit_map = BIT_MAPS[args.bits]
     os.makedirs(args.out, exist_ok=True)
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
@@ -320,7 +349,8 @@ def main():
         model.load_state_dict(torch.load(ckpt))
     if args.stage in ("all", "heads"):
         import heads
-        heads.train_heads(model, renderer, train, args, log)
+        own = own_calls(model, tokenizer, args, log)
+        heads.train_heads(model, renderer, train, args, log, own)
         torch.save(model.state_dict(), ckpt)
     save_weights(model, args.out)
     archive = os.path.join(args.out, "demo.cact")
