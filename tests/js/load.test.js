@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { loadModel, NeedleError, STATUS } from '../../js/index.js';
 import { writeRandomArchive } from '../../js/cact-writer.js';
+import { memoryCache } from './memory-cache.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'needle-load-'));
 const path = join(dir, 'tiny.cact');
@@ -158,22 +159,6 @@ test('an abort signal stops a stalled load with an AbortError', async () => {
   const already = AbortSignal.abort();
   await assert.rejects(loadModel(path, { signal: already }), (e) => e.name === 'AbortError');
 });
-
-/** An in-memory stand-in for a Cache Storage Cache (Node has none). */
-function memoryCache() {
-  const entries = new Map();
-  return {
-    entries,
-    async match(url) {
-      const hit = entries.get(String(url));
-      return hit && new Response(hit.body, { status: 200, headers: hit.headers });
-    },
-    async put(url, response) {
-      entries.set(String(url), { body: new Uint8Array(await response.arrayBuffer()), headers: [...response.headers] });
-    },
-    async delete(url) { return entries.delete(String(url)); },
-  };
-}
 
 test('a cached archive is revalidated with its ETag and used offline', async () => {
   const cache = memoryCache();

@@ -16,6 +16,7 @@ import { loadNeedle2, NEEDLE2_URL, NEEDLE2_FIGURES, NeedleError, STATUS } from '
 import { needle2Error } from '../../js/needle2.js';
 import { fetchNeedle2 } from '../../js/needle2-cache.js';
 import { startNeedle2Host, ROUTES } from './needle2-host.js';
+import { memoryCache } from './memory-cache.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const STANDIN = join(root, 'dist/released-random.cact');
@@ -27,22 +28,6 @@ let host;
 
 before(async () => { host = await startNeedle2Host({ archive: STANDIN, wrong: WRONG }); });
 after(() => { host.close(); rmSync(dir, { recursive: true, force: true }); });
-
-/** An in-memory Cache Storage cache (Node has none), as in load.test.js. */
-function memoryCache() {
-  const entries = new Map();
-  return {
-    entries,
-    async match(url) {
-      const hit = entries.get(String(url));
-      return hit && new Response(hit.body, { status: 200, headers: hit.headers });
-    },
-    async put(url, response) {
-      entries.set(String(url), { body: new Uint8Array(await response.arrayBuffer()), headers: [...response.headers] });
-    },
-    async delete(url) { return entries.delete(String(url)); },
-  };
-}
 
 /** Runs the CLI; resolves with { code, stdout, stderr }. */
 function cli(args, env = {}) {
