@@ -443,7 +443,7 @@ export function syntheticPieces(count) {
     let word = '';
     for (let v = n; ; v = Math.floor(v / 26) - 1) { word = letters[v % 26] + word; if (v < 26) break; }
     pieces.push(`\u2581${word}`);
-    if (pieces.length < count) pieces.push(word);
+    if (pieces.length < count && word.length > 1) pieces.push(word); // single letters are pieces already
   }
   return pieces.slice(0, count);
 }

@@ -104,12 +104,15 @@ void nd_cq_gemm_simd128(const nd_cq *m, const float *xr, uint32_t n, float *y);
  * - exact (f32): bit-identical to nd_cq_gemv_ref on the archive layout (same
  *   products, same summation order, rows in SIMD lanes);
  * - lut (fast): per activation and group, tables T[code][e] = sum of level(e)
- *   times the code's activations, quantised to int8 with one scale per
- *   (activation, group) (scale = bound / 127, bound = max |level| times the
- *   largest sum of |x| one code reads, i.e. the table's absmax for symmetric
- *   levels; round half to even), summed in integers per (row, group);
- *   y += (norm * scale) * sum. Its error is the table rounding: at most
- *   scale / 2 per code, times norm.
+ *   times the code's activations, in units of bound / 127 (bound = max
+ *   |level| times the largest sum of |x| one code reads, i.e. the table's
+ *   absmax for symmetric levels), as two int8 tables: hi = round(T) and the
+ *   rest, lo = round(127 (T - hi)) (half to even). Per (row, group) the
+ *   integer 127 sum(hi) + sum(lo) is exact in int32 and y += (norm * scale)
+ *   * sum, scale = bound / 127^2. Its error is the rounding of lo: at most
+ *   scale / 2 per code, times norm, 127 times finer than one int8 table,
+ *   whose rounding alone cost as much as the A8 quantisation the model was
+ *   trained with (a8.h); the second table costs one more lookup per code.
  * Each has a scalar `_ref` (the specification, cq_tiled.c) and a SIMD128 twin
  * that must match it bit for bit. */
 
@@ -146,9 +149,9 @@ void nd_cqt_gemm_simd128(const nd_cq *m, const float *xr, uint32_t n, float *y);
  * activation by nd_cq_lut_build and each tiled product runs from them:
  * nd_cqt_gemv_lut_tables gives the same bits as nd_cqt_gemv_lut_ref on the
  * same xr. One activation's tables are nd_cq_lut_bytes(m) bytes
- * ([group][code][16]) and m->groups scales; the tables of n activations lie
+ * ([group][hi, lo][code][16]) and m->groups scales; the tables of n activations lie
  * one after the other (nd_cqt_gemm_lut_tables), as do their scales. */
-static inline size_t nd_cq_lut_bytes(const nd_cq *m) { return (size_t)m->groups * m->group * m->bits / 4 * 16; }
+static inline size_t nd_cq_lut_bytes(const nd_cq *m) { return (size_t)m->groups * m->group * m->bits / 4 * 32; }
 int nd_cq_lut_shared(const nd_cq *a, const nd_cq *b);
 void nd_cq_lut_build_ref(const nd_cq *m, const float *xr, int8_t *tables, float *scales);
 void nd_cqt_gemv_lut_tables_ref(const nd_cq *m, const int8_t *tables, const float *scales, float *y);

@@ -17,11 +17,11 @@ size_t nd_cq_a8_bytes(const nd_cq *m) {
     return nd_cq_padded(m) * sizeof(int16_t) + (size_t)m->groups * (sizeof(float) + sizeof(int32_t));
 }
 
-/* Round half to even, clamped to the range the kernels assume; NaN is 0. */
-static int to_int8(float v) {
+/* Round half to even, clamped to [-max, max]; NaN is 0. */
+static int to_int(float v, float max) {
     if (v != v) return 0;
     float r = rintf(v);
-    return (int)(r > 127.0f ? 127.0f : r < -127.0f ? -127.0f : r);
+    return (int)(r > max ? max : r < -max ? -max : r);
 }
 
 float nd_cq_a8_levels(const nd_cq *m, int8_t lq[16]) {
@@ -30,7 +30,7 @@ float nd_cq_a8_levels(const nd_cq *m, int8_t lq[16]) {
     memset(lq, 0, 16);
     if (!(lmax > 0.0f)) return 0.0f;
     float inv = 127.0f / lmax;
-    for (uint32_t e = 0; e < (1u << m->bits); e++) lq[e] = (int8_t)to_int8(m->levels[e] * inv);
+    for (uint32_t e = 0; e < (1u << m->bits); e++) lq[e] = (int8_t)to_int(m->levels[e] * inv, 127.0f);
     return lmax / 127.0f;
 }
 
@@ -43,16 +43,16 @@ void nd_cq_a8_quantise_group(const nd_cq *m, const float *x, int16_t *out, float
     uint32_t per = 8 / m->bits, vectors = m->group * m->bits / 128;
     float amax = 0.0f;
     for (uint32_t k = 0; k < m->group; k++) amax = fmaxf(amax, fabsf(x[k]));
-    float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    float inv = amax > 0.0f ? (float)ND_CQ_A8_XMAX / amax : 0.0f;
     int32_t total = 0;
     for (uint32_t v = 0; v < vectors; v++)
         for (uint32_t j = 0; j < per; j++)
             for (uint32_t i = 0; i < 16; i++) {
-                int q8 = to_int8(x[column_of(m, v, i, j)] * inv);
-                out[(v * per + j) * 16 + i] = (int16_t)q8;
-                total += q8;
+                int q = to_int(x[column_of(m, v, i, j)] * inv, (float)ND_CQ_A8_XMAX);
+                out[(v * per + j) * 16 + i] = (int16_t)q;
+                total += q;
             }
-    *scale = amax / 127.0f;
+    *scale = amax / (float)ND_CQ_A8_XMAX;
     *sum = total;
 }
 

@@ -3,16 +3,20 @@
  * of 2,048 columns), where the int8 tables of the tiled kernels cost more to
  * build than the product they serve.
  *
- * Both sides become 8-bit integers and a dot product is exact in integers:
- * - the activation, rotated (nd_cq_rotate), per group g:
- *   scale_g = max|x| / 127, q = round half to even(x * (127 / max|x|)),
- *   clamped to [-127, 127] (a NaN, from a NaN or infinite activation, is 0);
+ * Both sides become integers and a dot product is exact in integers:
+ * - the activation, rotated (nd_cq_rotate), per group g, to 14 bits:
+ *   scale_g = max|x| / ND_CQ_A8_XMAX, q = round half to even(x / scale_g),
+ *   clamped to [-ND_CQ_A8_XMAX, ND_CQ_A8_XMAX] (a NaN, from a NaN or
+ *   infinite activation, is 0). Phi reads the mHC norm, which the model was
+ *   not trained to quantise (A8 is elsewhere, a8.h): 14 bits keep this
+ *   rounding far below A8's; int8 here cost as much as A8 itself;
  * - the levels, once per matrix: lq = round half to even(level * 127 / lmax),
  *   scale = lmax / 127, lmax the largest |level|;
  * - y[r] = sum over groups, ascending from 0, of
  *   (norm[r][g] * (scale_g * scale)) * (float)(sum of lq[idx] * q).
  * The error is the two roundings: at most half a step of each scale per
- * weight and activation.
+ * weight and activation. A group's integer sum stays below 2^31: at most
+ * 256 columns of (|lq| + 128) * |q| <= 255 * 16383.
  *
  * The quantised activation (nd_cq_a8_bytes) is stored in the order the SIMD
  * kernel reads it, so it is built once per position and shared by every
@@ -33,6 +37,9 @@
 #ifndef ND_CQ_A8_H
 #define ND_CQ_A8_H
 #include "cq.h"
+
+/* The activations' integer range (14 bits). */
+#define ND_CQ_A8_XMAX 16383
 
 /* Whether the kernel takes m: archive layout, bits 2 or 4, and whole 16-byte
  * vectors per group (group * bits a multiple of 128). */

@@ -119,16 +119,18 @@ INLINE uint32_t group_max_bits(const float *x, uint32_t n) {
 /* round half to even(x * inv) as i32, for |x * inv| < 2^22. */
 INLINE v128_t rounded4(const float *x, v128_t inv) { return nd_rint4(wasm_f32x4_mul(wasm_v128_load(x), inv)); }
 
-/* Bits 4: the 32 columns of one vector, slot 0 the even ones, slot 1 the odd. */
+/* Bits 4: the 32 columns of one vector, slot 0 the even ones, slot 1 the
+ * odd; returns their sum in four i32 lanes. */
 INLINE v128_t vector_bits4(const float *x, int16_t *out, v128_t inv) {
-    v128_t s = wasm_i16x8_splat(0);
+    v128_t s = wasm_i32x4_splat(0);
     for (int h = 0; h < 2; h++, x += 16, out += 8) {
         v128_t a = rounded4(x, inv), b = rounded4(x + 4, inv), c = rounded4(x + 8, inv), d = rounded4(x + 12, inv);
         v128_t even = wasm_i16x8_narrow_i32x4(wasm_i32x4_shuffle(a, b, 0, 2, 4, 6), wasm_i32x4_shuffle(c, d, 0, 2, 4, 6));
         v128_t odd = wasm_i16x8_narrow_i32x4(wasm_i32x4_shuffle(a, b, 1, 3, 5, 7), wasm_i32x4_shuffle(c, d, 1, 3, 5, 7));
         wasm_v128_store(out, even);
         wasm_v128_store(out + 16, odd);
-        s = wasm_i16x8_add(s, wasm_i16x8_add(even, odd));
+        s = wasm_i32x4_add(s, wasm_i32x4_add(wasm_i32x4_extadd_pairwise_i16x8(even),
+                                             wasm_i32x4_extadd_pairwise_i16x8(odd)));
     }
     return s;
 }
@@ -141,9 +143,10 @@ INLINE void transpose4(v128_t a[4]) {
     a[2] = wasm_i32x4_shuffle(t1, t3, 0, 1, 4, 5), a[3] = wasm_i32x4_shuffle(t1, t3, 2, 3, 6, 7);
 }
 
-/* Bits 2: the 64 columns of one vector, slot j those of column j mod 4. */
+/* Bits 2: the 64 columns of one vector, slot j those of column j mod 4;
+ * returns their sum in four i32 lanes. */
 INLINE v128_t vector_bits2(const float *x, int16_t *out, v128_t inv) {
-    v128_t s = wasm_i16x8_splat(0);
+    v128_t s = wasm_i32x4_splat(0);
     for (int h = 0; h < 2; h++, x += 32, out += 8) {
         v128_t lo[4], hi[4];
         for (int k = 0; k < 4; k++) lo[k] = rounded4(x + 4 * k, inv), hi[k] = rounded4(x + 16 + 4 * k, inv);
@@ -151,7 +154,7 @@ INLINE v128_t vector_bits2(const float *x, int16_t *out, v128_t inv) {
         for (int j = 0; j < 4; j++) {
             v128_t slot = wasm_i16x8_narrow_i32x4(lo[j], hi[j]);
             wasm_v128_store(out + 16 * j, slot);
-            s = wasm_i16x8_add(s, slot);
+            s = wasm_i32x4_add(s, wasm_i32x4_extadd_pairwise_i16x8(slot));
         }
     }
     return s;
@@ -168,23 +171,21 @@ void nd_cq_a8_quantise_simd128(const nd_cq *m, const float *xr, void *q) {
         uint32_t bits = group_max_bits(x, m->group);
         float amax;
         memcpy(&amax, &bits, sizeof amax);
-        float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+        float inv = amax > 0.0f ? (float)ND_CQ_A8_XMAX / amax : 0.0f;
         /* Off the fast path, the reference: NaN or infinite activations, or
-         * 127 / max overflowing. On it |x * inv| <= 127 (1 + 2^-24)^2 < 127.5,
-         * so the rounded values are within [-127, 127] unclamped. */
+         * XMAX / max overflowing. On it |x * inv| <= XMAX (1 + 2^-24)^2 <
+         * XMAX + 0.5, so the rounded values are within [-XMAX, XMAX] unclamped. */
         if (bits >= 0x7f800000u || !isfinite(inv)) {
             nd_cq_a8_quantise_group(m, x, out, scales + g, sums + g);
             continue;
         }
-        v128_t vinv = wasm_f32x4_splat(inv), s = wasm_i16x8_splat(0);
+        v128_t vinv = wasm_f32x4_splat(inv), s = wasm_i32x4_splat(0);
         for (uint32_t v = 0; v < vectors; v++)
-            s = wasm_i16x8_add(s, m->bits == 4 ? vector_bits4(x + 32 * v, out + 32 * v, vinv)
+            s = wasm_i32x4_add(s, m->bits == 4 ? vector_bits4(x + 32 * v, out + 32 * v, vinv)
                                                 : vector_bits2(x + 64 * v, out + 64 * v, vinv));
-        /* each i16 lane sums at most group / 8 values of |q| <= 127: no overflow */
-        s = wasm_i32x4_extadd_pairwise_i16x8(s);
         s = wasm_i32x4_add(s, wasm_i32x4_shuffle(s, s, 2, 3, 0, 1));
         s = wasm_i32x4_add(s, wasm_i32x4_shuffle(s, s, 1, 0, 3, 2));
-        scales[g] = amax / 127.0f;
+        scales[g] = amax / (float)ND_CQ_A8_XMAX;
         sums[g] = wasm_i32x4_extract_lane(s, 0);
     }
 }

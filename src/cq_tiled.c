@@ -90,7 +90,7 @@ void nd_cqt_gemm_ref(const nd_cq *m, const float *xr, uint32_t n, float *y) {
     for (uint32_t t = 0; t < n; t++) nd_cqt_gemv_ref(m, xr + (size_t)t * nd_cq_padded(m), y + (size_t)t * m->rows);
 }
 
-/* ---- int8 tables -------------------------------------------------------- */
+/* ---- int8 tables (two per code) ------------------------------------------ */
 
 /* Codes of one group: two 2-bit indices or one 4-bit index each. */
 static uint32_t codes_per_group(const nd_cq *m) { return m->group * m->bits / 4; }
@@ -102,20 +102,23 @@ static float level_max(const nd_cq *m) {
     return l;
 }
 
-/* tb[codes][16] int8 tables of the group activation x; returns the scale.
- * The scale comes from a bound rather than the table's true absmax, so it
- * costs one pass over x: amax = lmax * max over codes of the sum of |x| the
- * code reads (the true absmax when the levels are symmetric, as Lloyd-Max
- * levels are). Entries are built from xs = x * (127 / amax), so every
- * |entry| <= 127 up to a few ulps, and rounded half to even. */
+/* The group's int8 tables of the activation x, tb[2][codes][16] (see
+ * cq.h); returns the scale. The scale comes from a bound rather than the
+ * table's true absmax, so it costs one pass over x: amax = lmax * max over
+ * codes of the sum of |x| the code reads (the true absmax when the levels
+ * are symmetric, as Lloyd-Max levels are). Entries v are built from xs =
+ * x * (127 / amax), so every |v| <= 127 up to a few ulps: the first table
+ * holds rint(v), the second rint(127 * (v - rint(v))) in [-64, 64] (the
+ * difference is exact in float), both rounded half to even. */
 static float tables_ref(const nd_cq *m, const float *x, int8_t *tb) {
     uint32_t codes = codes_per_group(m);
+    int8_t *lo = tb + (size_t)codes * 16;
     float most = 0.0f, xs[ND_CQ_MAX_GROUP];
     for (uint32_t j = 0; j < codes; j++)
         most = fmaxf(most, m->bits == 4 ? fabsf(x[j]) : fabsf(x[2 * j]) + fabsf(x[2 * j + 1]));
     float amax = level_max(m) * most;
     if (!(amax > 0.0f)) {
-        memset(tb, 0, (size_t)codes * 16);
+        memset(tb, 0, (size_t)codes * 32);
         return 0.0f;
     }
     float inv = 127.0f / amax;
@@ -124,9 +127,11 @@ static float tables_ref(const nd_cq *m, const float *x, int8_t *tb) {
         for (uint32_t e = 0; e < 16; e++) {
             float v = m->bits == 4 ? m->levels[e] * xs[j]
                                    : m->levels[e & 3] * xs[2 * j] + m->levels[e >> 2] * xs[2 * j + 1];
-            tb[j * 16 + e] = (int8_t)rintf(v); /* ties to even */
+            float hi = rintf(v); /* ties to even */
+            tb[j * 16 + e] = (int8_t)hi;
+            lo[j * 16 + e] = (int8_t)rintf((v - hi) * 127.0f);
         }
-    return amax / 127.0f;
+    return amax / (127.0f * 127.0f);
 }
 
 /* Code j of row r in group g (the nibble j of the group's bytes). */
@@ -136,17 +141,26 @@ static uint32_t code_at(const nd_cq *m, uint32_t r, uint32_t g, uint32_t j) {
     return m->bits == 4 ? c : c | nd_cqt_index(m, r, k + 1) << 2;
 }
 
+/* Row r's integer sum over group g's tables: 127 * (sum of its first-table
+ * entries) + (sum of its second-table entries), exact in int32. */
+static int32_t table_sum(const nd_cq *m, const int8_t *tb, uint32_t r, uint32_t g) {
+    uint32_t codes = codes_per_group(m);
+    int32_t hi = 0, lo = 0;
+    for (uint32_t j = 0; j < codes; j++) {
+        uint32_t e = j * 16 + code_at(m, r, g, j);
+        hi += tb[e];
+        lo += tb[codes * 16 + e];
+    }
+    return 127 * hi + lo;
+}
+
 void nd_cqt_gemv_lut_ref(const nd_cq *m, const float *xr, float *y) {
-    int8_t tb[ND_CQ_MAX_GROUP * 16];
-    uint32_t rows = m->tiles * ND_CQ_TILE, codes = codes_per_group(m);
+    int8_t tb[ND_CQ_MAX_GROUP * 32];
+    uint32_t rows = m->tiles * ND_CQ_TILE;
     memset(y, 0, rows * sizeof(float));
     for (uint32_t g = 0; g < m->groups; g++) {
         float scale = tables_ref(m, xr + (size_t)g * m->group, tb);
-        for (uint32_t r = 0; r < rows; r++) {
-            int32_t sum = 0;
-            for (uint32_t j = 0; j < codes; j++) sum += tb[j * 16 + code_at(m, r, g, j)];
-            y[r] += (nd_cqt_norm(m, r, g) * scale) * (float)sum;
-        }
+        for (uint32_t r = 0; r < rows; r++) y[r] += (nd_cqt_norm(m, r, g) * scale) * (float)table_sum(m, tb, r, g);
     }
 }
 
@@ -156,7 +170,7 @@ int nd_cq_lut_shared(const nd_cq *a, const nd_cq *b) {
 }
 
 void nd_cq_lut_build_ref(const nd_cq *m, const float *xr, int8_t *tables, float *scales) {
-    size_t step = (size_t)codes_per_group(m) * 16;
+    size_t step = (size_t)codes_per_group(m) * 32;
     for (uint32_t g = 0; g < m->groups; g++) scales[g] = tables_ref(m, xr + (size_t)g * m->group, tables + g * step);
 }
 
@@ -166,12 +180,8 @@ void nd_cqt_gemv_lut_tables_range_ref(const nd_cq *m, const int8_t *tables, cons
     uint32_t r0 = t0 * ND_CQ_TILE, r1 = t1 * ND_CQ_TILE, codes = codes_per_group(m);
     memset(y + r0, 0, (r1 - r0) * sizeof(float));
     for (uint32_t g = 0; g < m->groups; g++) {
-        const int8_t *tb = tables + (size_t)g * codes * 16;
-        for (uint32_t r = r0; r < r1; r++) {
-            int32_t sum = 0;
-            for (uint32_t j = 0; j < codes; j++) sum += tb[j * 16 + code_at(m, r, g, j)];
-            y[r] += (nd_cqt_norm(m, r, g) * scales[g]) * (float)sum;
-        }
+        const int8_t *tb = tables + (size_t)g * codes * 32;
+        for (uint32_t r = r0; r < r1; r++) y[r] += (nd_cqt_norm(m, r, g) * scales[g]) * (float)table_sum(m, tb, r, g);
     }
 }
 

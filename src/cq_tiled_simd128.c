@@ -2,12 +2,12 @@
  * cq_tiled.c, bit-identical to them (see cq.h for the layout).
  *
  * Rows live in lanes: one 16-byte vector of a tile is one byte of 16 rows,
- * so no kernel needs a horizontal sum. The int8 table kernel does, per vector,
- * two i8x16.swizzle lookups (the low and the high nibble codes, i.e. 2 codes
- * x 16 rows), interleaves the two results byte by byte and widens them with
- * one i16x8.extadd_pairwise per 8 rows: per row and group the sum of at most
- * 256 entries of |v| <= 127 fits an i16. The GEMM decodes each vector once
- * for four activations. Inner loops are unrolled because V8 checks the stack
+ * so no kernel needs a horizontal sum. The int8 table kernel does, per vector
+ * and table (each code has two, cq.h), two i8x16.swizzle lookups (the low
+ * and the high nibble codes, i.e. 2 codes x 16 rows), interleaves the two
+ * results byte by byte and widens them with one i16x8.extadd_pairwise per 8
+ * rows: per row and group the sum of at most 256 entries of |v| <= 127 fits
+ * an i16. The GEMM decodes each vector once for four activations. Inner loops are unrolled because V8 checks the stack
  * on every loop back-edge. */
 #ifdef ND_SIMD128
 #include <string.h>
@@ -17,7 +17,8 @@
 #include "cq_range.h"
 
 #define INLINE static inline __attribute__((always_inline))
-#define TOKENS 4u /* activations the GEMM runs per decoded weight vector */
+#define TOKENS 4u     /* activations the exact GEMM runs per decoded weight vector */
+#define LUT_TOKENS 2u /* the table GEMM's: its two tables' sums of more would not stay in registers */
 
 /* 16 fp16 norms as four f32x4. Moving the exponent/mantissa bits into an f32
  * and multiplying by 2^112 is exact for every finite half, subnormals
@@ -153,7 +154,7 @@ void nd_cqt_gemm_simd128(const nd_cq *m, const float *xr, uint32_t n, float *y) 
     }
 }
 
-/* ---- int8 tables -------------------------------------------------------- */
+/* ---- int8 tables (two per code) ------------------------------------------ */
 
 /* The maxima below take f32x4.pmax (b if a < b, else a): one maxps, where
  * f32x4.max costs V8 nine instructions for NaN and signed-zero rules that
@@ -186,24 +187,39 @@ INLINE v128_t low_bytes(v128_t a, v128_t b, v128_t c, v128_t d) {
     return wasm_i64x2_shuffle(ab, cd, 0, 2);
 }
 
-/* tb[codes][16] int8 tables of the group activation x, as tables_ref builds
- * them; returns the scale. xs: scratch of group floats. */
+/* The 16 entries v of one code (four f32x4 lanes) into its two tables:
+ * hi = rint(v), lo = rint(127 (v - hi)), as tables_ref rounds them. */
+INLINE void store_code(const v128_t v[4], int8_t *hi, int8_t *lo) {
+    const v128_t magic = wasm_f32x4_splat(MAGIC), k127 = wasm_f32x4_splat(127.0f);
+    v128_t h[4], l[4];
+    for (int q = 0; q < 4; q++) {
+        h[q] = wasm_f32x4_add(v[q], magic);
+        v128_t rest = wasm_f32x4_sub(v[q], wasm_f32x4_sub(h[q], magic)); /* v - rint(v), exact */
+        l[q] = wasm_f32x4_add(wasm_f32x4_mul(rest, k127), magic);
+    }
+    wasm_v128_store(hi, low_bytes(h[0], h[1], h[2], h[3]));
+    wasm_v128_store(lo, low_bytes(l[0], l[1], l[2], l[3]));
+}
+
+/* tb[2][codes][16] int8 tables of the group activation x, as tables_ref
+ * builds them; returns the scale. xs: scratch of group floats. */
 static float tables(const nd_cq *m, float lmax, const float *x, int8_t *tb, float *xs) {
     uint32_t codes = m->group * m->bits / 4;
+    int8_t *lo = tb + (size_t)codes * 16;
     float amax = lmax * code_most(m, x);
     if (!(amax > 0.0f)) {
-        memset(tb, 0, (size_t)codes * 16);
+        memset(tb, 0, (size_t)codes * 32);
         return 0.0f;
     }
-    v128_t inv = wasm_f32x4_splat(127.0f / amax), magic = wasm_f32x4_splat(MAGIC);
+    v128_t inv = wasm_f32x4_splat(127.0f / amax);
     for (uint32_t k = 0; k < m->group; k += 4) wasm_v128_store(xs + k, wasm_f32x4_mul(wasm_v128_load(x + k), inv));
     v128_t l[4];
     for (int q = 0; q < 4; q++) l[q] = wasm_v128_load(m->levels + 4 * q);
     if (m->bits == 4) {
         for (uint32_t j = 0; j < codes; j++) {
             v128_t xj = wasm_v128_load32_splat(xs + j), e[4];
-            for (int q = 0; q < 4; q++) e[q] = wasm_f32x4_add(wasm_f32x4_mul(l[q], xj), magic);
-            wasm_v128_store(tb + 16 * j, low_bytes(e[0], e[1], e[2], e[3]));
+            for (int q = 0; q < 4; q++) e[q] = wasm_f32x4_mul(l[q], xj);
+            store_code(e, tb + 16 * j, lo + 16 * j);
         }
     } else { /* entry 4q+i: levels[i] * xs[2j] + levels[q] * xs[2j+1] */
         v128_t lq[4];
@@ -211,12 +227,11 @@ static float tables(const nd_cq *m, float lmax, const float *x, int8_t *tb, floa
         for (uint32_t j = 0; j < codes; j++) {
             v128_t pa = wasm_f32x4_mul(l[0], wasm_v128_load32_splat(xs + 2 * j));
             v128_t xb = wasm_v128_load32_splat(xs + 2 * j + 1), e[4];
-            for (int q = 0; q < 4; q++)
-                e[q] = wasm_f32x4_add(wasm_f32x4_add(pa, wasm_f32x4_mul(lq[q], xb)), magic);
-            wasm_v128_store(tb + 16 * j, low_bytes(e[0], e[1], e[2], e[3]));
+            for (int q = 0; q < 4; q++) e[q] = wasm_f32x4_add(pa, wasm_f32x4_mul(lq[q], xb));
+            store_code(e, tb + 16 * j, lo + 16 * j);
         }
     }
-    return amax / 127.0f;
+    return amax / (127.0f * 127.0f);
 }
 
 static float level_max(const nd_cq *m) {
@@ -241,18 +256,23 @@ static float level_max(const nd_cq *m) {
     v128_t lo_##c = wasm_v128_and(v_##c, m15);                         \
     v128_t hi_##c = wasm_v128_and(wasm_u16x8_shr(v_##c, 4), m15)
 
-/* acc[t][2]: integer sums of one tile and group for `tokens` activations
- * whose tables lie tb_stride bytes apart. Two vectors per iteration. */
+/* acc[t][4]: integer sums of one tile and group for `tokens` activations
+ * whose tables lie tb_stride bytes apart, [0..1] of the first tables, [2..3]
+ * of the second (vectors * 32 bytes on). Two vectors per iteration. */
 INLINE void lut_tile(const uint8_t *codes, uint32_t vectors, const int8_t *tb, size_t tb_stride,
-                     uint32_t tokens, v128_t acc[][2]) {
+                     uint32_t tokens, v128_t acc[][4]) {
     const v128_t m15 = wasm_i8x16_splat(15);
-    for (uint32_t t = 0; t < tokens; t++) acc[t][0] = acc[t][1] = wasm_i16x8_splat(0);
+    const size_t lo = (size_t)vectors * 32;
+    for (uint32_t t = 0; t < tokens; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = wasm_i16x8_splat(0);
     for (uint32_t b = 0; b < vectors; b += 2, codes += 32, tb += 64) {
         SPLIT(0, codes);
         SPLIT(1, codes + 16);
         for (uint32_t t = 0; t < tokens; t++) {
-            LUT_STEP(0, tb + t * tb_stride, acc[t]);
-            LUT_STEP(1, tb + t * tb_stride + 32, acc[t]);
+            const int8_t *at = tb + t * tb_stride;
+            LUT_STEP(0, at, acc[t]);
+            LUT_STEP(1, at + 32, acc[t]);
+            LUT_STEP(0, at + lo, (acc[t] + 2));
+            LUT_STEP(1, at + lo + 32, (acc[t] + 2));
         }
     }
 }
@@ -266,17 +286,24 @@ INLINE v128_t small_to_f32(v128_t v) {
     return wasm_f32x4_sub(wasm_i32x4_add(v, wasm_i32x4_splat(0x4B400000)), wasm_f32x4_splat(MAGIC));
 }
 
+/* The i32 lanes 127 * hi + lo of 8 rows' i16 sums (|result| < 2^22, cq.h). */
+INLINE v128_t combined(v128_t hi, v128_t lo, int high) {
+    v128_t h = high ? wasm_i32x4_extend_high_i16x8(hi) : wasm_i32x4_extend_low_i16x8(hi);
+    v128_t l = high ? wasm_i32x4_extend_high_i16x8(lo) : wasm_i32x4_extend_low_i16x8(lo);
+    return wasm_i32x4_add(wasm_i32x4_mul(h, wasm_i32x4_splat(127)), l);
+}
+
 /* out[16 rows] += (norm * scale) * sum, as the reference does it. */
-INLINE void lut_add(const v128_t nv[4], float scale, const v128_t acc[2], v128_t out[4]) {
+INLINE void lut_add(const v128_t nv[4], float scale, const v128_t acc[4], v128_t out[4]) {
     v128_t s = wasm_f32x4_splat(scale);
-    v128_t i[4] = {wasm_i32x4_extend_low_i16x8(acc[0]), wasm_i32x4_extend_high_i16x8(acc[0]),
-                   wasm_i32x4_extend_low_i16x8(acc[1]), wasm_i32x4_extend_high_i16x8(acc[1])};
+    v128_t i[4] = {combined(acc[0], acc[2], 0), combined(acc[0], acc[2], 1), combined(acc[1], acc[3], 0),
+                   combined(acc[1], acc[3], 1)};
     for (int q = 0; q < 4; q++)
         out[q] = wasm_f32x4_add(out[q], wasm_f32x4_mul(wasm_f32x4_mul(nv[q], s), small_to_f32(i[q])));
 }
 
 /* y[16 rows] += (norm * scale) * sum. */
-INLINE void lut_finish(const v128_t nv[4], float scale, const v128_t acc[2], float *y) {
+INLINE void lut_finish(const v128_t nv[4], float scale, const v128_t acc[4], float *y) {
     v128_t out[4];
     for (int q = 0; q < 4; q++) out[q] = wasm_v128_load(y + 4 * q);
     lut_add(nv, scale, acc, out);
@@ -288,7 +315,7 @@ INLINE void lut_group(const nd_cq *m, uint32_t g, const int8_t *tb, size_t tb_st
                       const float *scale, uint32_t tokens, float *y, uint32_t t0, uint32_t t1) {
     uint32_t vectors = m->group * m->bits / 8;
     for (uint32_t t = t0; t < t1; t++) {
-        v128_t acc[TOKENS][2], nv[4];
+        v128_t acc[LUT_TOKENS][4], nv[4];
         lut_tile(tile_codes(m, t, g), vectors, tb, tb_stride, tokens, acc);
         norms16(tile_norms(m, t, g), nv);
         for (uint32_t k = 0; k < tokens; k++)
@@ -299,7 +326,7 @@ INLINE void lut_group(const nd_cq *m, uint32_t g, const int8_t *tb, size_t tb_st
 void nd_cq_lut_build_simd128(const nd_cq *m, const float *xr, int8_t *tb, float *scales) {
     _Alignas(16) float xs[ND_CQ_MAX_GROUP];
     float lmax = level_max(m);
-    size_t step = (size_t)m->group * m->bits / 4 * 16;
+    size_t step = (size_t)m->group * m->bits / 4 * 32;
     for (uint32_t g = 0; g < m->groups; g++)
         scales[g] = tables(m, lmax, xr + (size_t)g * m->group, tb + g * step, xs);
 }
@@ -309,12 +336,12 @@ void nd_cq_lut_build_simd128(const nd_cq *m, const float *xr, int8_t *tb, float 
  * (the same sum per row, groups ascending from 0, as lut_finish's). */
 void nd_cqt_gemv_lut_tables_range_simd128(const nd_cq *m, const int8_t *tb, const float *scales, float *y,
                                           uint32_t t0, uint32_t t1) {
-    size_t step = (size_t)m->group * m->bits / 4 * 16;
+    size_t step = (size_t)m->group * m->bits / 4 * 32;
     uint32_t vectors = m->group * m->bits / 8;
     for (uint32_t t = t0; t < t1; t++) {
         v128_t out[4] = {wasm_f32x4_splat(0.0f), wasm_f32x4_splat(0.0f), wasm_f32x4_splat(0.0f), wasm_f32x4_splat(0.0f)};
         for (uint32_t g = 0; g < m->groups; g++) {
-            v128_t acc[1][2], nv[4];
+            v128_t acc[1][4], nv[4];
             lut_tile(tile_codes(m, t, g), vectors, tb + g * step, 0, 1, acc);
             norms16(tile_norms(m, t, g), nv);
             lut_add(nv, scales[g], acc[0], out);
@@ -327,24 +354,26 @@ void nd_cqt_gemv_lut_tables_simd128(const nd_cq *m, const int8_t *tb, const floa
     nd_cqt_gemv_lut_tables_range_simd128(m, tb, scales, y, 0, m->tiles);
 }
 
-/* TOKENS activations per decoded code vector; per activation the same sums
- * and order as nd_cqt_gemv_lut_tables_simd128. */
+/* LUT_TOKENS activations per decoded code vector; per activation the same sums
+ * and order as nd_cqt_gemv_lut_tables_simd128, which runs the last few. */
 void nd_cqt_gemm_lut_tables_simd128(const nd_cq *m, const int8_t *tb, const float *scales, uint32_t n,
                                     float *y) {
-    size_t bytes = nd_cq_lut_bytes(m), step = (size_t)m->group * m->bits / 4 * 16;
-    for (uint32_t t = 0; t < n; t++) memset(y + (size_t)t * m->rows, 0, (size_t)m->tiles * ND_CQ_TILE * sizeof(float));
-    for (uint32_t t0 = 0; t0 < n; t0 += TOKENS) {
-        uint32_t count = n - t0 < TOKENS ? n - t0 : TOKENS;
+    size_t bytes = nd_cq_lut_bytes(m), step = (size_t)m->group * m->bits / 4 * 32;
+    for (uint32_t t0 = 0; t0 < n; t0 += LUT_TOKENS) {
+        uint32_t count = n - t0 < LUT_TOKENS ? n - t0 : LUT_TOKENS;
         const int8_t *tb0 = tb + t0 * bytes;
         const float *sc0 = scales + (size_t)t0 * m->groups;
         float *yt = y + (size_t)t0 * m->rows;
+        if (count < LUT_TOKENS) {
+            for (uint32_t k = 0; k < count; k++)
+                nd_cqt_gemv_lut_tables_simd128(m, tb0 + k * bytes, sc0 + (size_t)k * m->groups, yt + (size_t)k * m->rows);
+            continue;
+        }
+        for (uint32_t k = 0; k < LUT_TOKENS; k++) memset(yt + (size_t)k * m->rows, 0, (size_t)m->tiles * ND_CQ_TILE * sizeof(float));
         for (uint32_t g = 0; g < m->groups; g++) {
-            float scale[TOKENS];
-            for (uint32_t k = 0; k < count; k++) scale[k] = sc0[(size_t)k * m->groups + g];
-            /* Constant token counts, so each copy of the loop keeps its sums in registers. */
-            if (count == TOKENS) lut_group(m, g, tb0 + g * step, bytes, scale, TOKENS, yt, 0, m->tiles);
-            else for (uint32_t k = 0; k < count; k++)
-                lut_group(m, g, tb0 + k * bytes + g * step, 0, &scale[k], 1, yt + (size_t)k * m->rows, 0, m->tiles);
+            float scale[LUT_TOKENS];
+            for (uint32_t k = 0; k < LUT_TOKENS; k++) scale[k] = sc0[(size_t)k * m->groups + g];
+            lut_group(m, g, tb0 + g * step, bytes, scale, LUT_TOKENS, yt, 0, m->tiles);
         }
     }
 }

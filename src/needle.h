@@ -143,8 +143,10 @@ typedef struct needle_session needle_session;
 /* A new session over `model` (which must outlive it). window 0 = the
  * archive's window (spec section 5); sinks = number of leading positions
  * pinned forever (0 = none; the agent pins through </tools> of the first
- * user turn); exact = 1 runs f32
- * activations and (for kvBits 8) an f32 KV cache, 0 the fastest mode. */
+ * user turn); exact = 1 runs the float model of the spec (f32 activations
+ * and, for kvBits 8, an f32 KV cache), 0 the default fast mode: the model as
+ * it was trained, A8 activations at the spec's four points (a8.h), on
+ * integer kernels. */
 NEEDLE_API needle_session *needle_session_new(const needle_model *model, uint32_t window,
                                               uint32_t sinks, int exact, needle_error *err);
 NEEDLE_API void needle_session_free(needle_session *session);

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "a8.h"
 #include "activation.h"
 #include "attention.h"
 #include "cq_a8.h"
@@ -541,7 +542,9 @@ typedef struct {
 static void norm_in_position(const void *ctx, uint32_t t) {
     const layer_job *j = ctx;
     uint32_t d = j->s->model->archive.geometry.hidden;
-    zcrms(j->s->bx + (size_t)t * d, j->l->norm_in, d, j->s->h + (size_t)t * d);
+    float *h = j->s->h + (size_t)t * d;
+    zcrms(j->s->bx + (size_t)t * d, j->l->norm_in, d, h);
+    if (!j->s->exact) nd_a8(h, d);
 }
 
 /* bx += attn_gate * zcrms(a, post_norm) at position t. */
@@ -567,6 +570,8 @@ static void attention_block(needle_session *s, uint32_t li, uint32_t p0, uint32_
     clock = stage_lap(s, NEEDLE_STAGE_ATTN_PROJ, clock);
     attend(s, li, p0, T);
     clock = stage_lap(s, NEEDLE_STAGE_ATTENTION, clock);
+    if (!s->exact)
+        for (uint32_t t = 0; t < T; t++) nd_a8(s->o + (size_t)t * qw, qw);
     matmul(s, &l->out, NULL, s->o, qw, T, s->a);
     nd_parallel(post_norm_position, &job, T);
     stage_lap(s, NEEDLE_STAGE_ATTN_PROJ, clock);
@@ -634,6 +639,8 @@ static void engram_block(needle_session *s, uint32_t site, uint32_t p0, uint32_t
     for (uint32_t t = 0; t < T; t++)
         engram_gather(s, st, s->slots + (size_t)t * tb, s->keep + (size_t)t * tb,
                       s->e + (size_t)t * width);
+    if (!s->exact)
+        for (uint32_t t = 0; t < T; t++) nd_a8(s->e + (size_t)t * width, width);
     const nd_cq *kv[] = {&st->key, &st->value};
     float *out[] = {s->ek, s->ev};
     matmuls(s, kv, out, 2, s->e, width, T);
@@ -827,6 +834,7 @@ static void final_logits(needle_session *s, uint32_t first, uint32_t T, float *l
         float *f = s->u + (size_t)(t - first) * d;
         lane_mean(x, n, d, f);
         zcrms(f, s->model->final_norm, d, f);
+        if (!s->exact) nd_a8(f, d);
     }
     matmul(s, &s->model->embedding, NULL, s->u, d, T - first, logits);
 }
@@ -928,6 +936,7 @@ static void rebuild_v0(needle_session *s, uint32_t r) {
         for (uint32_t site = 0; site < g->site_count; site++) {
             const nd_site *st = &s->model->sites[site];
             engram_gather(s, st, s->slots, s->keep, s->e);
+            if (!s->exact) nd_a8(s->e, g->engram_tables * g->engram_sub);
             matmul(s, &st->value, NULL, s->e, 0, 1, v0_at(s, site, p));
         }
     }
@@ -997,11 +1006,11 @@ static int session_scratch(needle_session *s, needle_error *err) {
     float **ptr[] = {&s->x, &s->nx, &s->xr, &s->mpre, &s->mpost, &s->mres, &s->u, &s->bx, &s->h,
                      &s->a, &s->ek, &s->ev, &s->q, &s->gt, &s->o, &s->k, &s->v, &s->e,
                      &s->keep, &s->rope, &s->tmp, &s->lut, &s->lut_scale, &s->a8, &s->z};
-    /* int8 tables of a position: bits/4 codes a column, 16 bytes each, so at most 16 bytes a column */
+    /* int8 tables of a position: bits/4 codes a column, two 16-byte tables each, so at most 32 bytes a column */
     uint64_t wide = widest_input(m, 0), tiled = widest_input(m, 1);
     uint64_t len[] = {B * nd, B * nd, B * wide, B * n, B * n, B * n * n, B * d, B * d,
                       B * d, B * d, B * d, B * d, B * qw, B * qw, B * qw, B * kw, B * kw,
-                      B * width, B * tb, B * g->head_dim, tmp, B * tiled * 16 / sizeof(float), B * tiled, B * wide, B * g->hadamard_dim};
+                      B * width, B * tb, B * g->head_dim, tmp, B * tiled * 32 / sizeof(float), B * tiled, B * wide, B * g->hadamard_dim};
     size_t total = 0;
     for (size_t i = 0; i < sizeof len / sizeof *len; i++)
         if (!add_size(&total, len[i])) return nd_fail(err, NEEDLE_E_NOMEM, "session scratch overflows");

@@ -1,4 +1,4 @@
-/* test_a8.c: the int8 kernel for short archive-layout CQ matrices (cq_a8.c):
+/* test_a8.c: the integer kernel for short archive-layout CQ matrices (cq_a8.c):
  * the quantiser stores each activation where the kernel reads it, with its
  * group's scale and sum; the scalar reference stays within the bound its two
  * roundings allow of float64 arithmetic on the stored weights, and is exact
@@ -53,6 +53,10 @@ static const uint32_t row_counts[] = {1, 2, 3, 4, 5, 7, 16, 24};
     (wi == 0 ? groups_[gi] : wi == 1 ? 16 * groups_[gi] : 3 * groups_[gi] - 5)
 #define TAKES(marker, group) (((marker) == 4 ? 4 : 2) * (group) % 128 == 0)
 
+/* How far a stored activation may be from x / scale in float64: half a step,
+ * plus the float32 product x * (XMAX / max) the quantiser rounds (2 ulp). */
+#define ROUNDED (0.5 + ND_CQ_A8_XMAX * 0x1p-22)
+
 static float xscale(const scene *sc, uint32_t g) { return nd_cq_a8_scales(&sc->m, sc->q)[g]; }
 
 /* Every stored activation is its column's value over the group scale,
@@ -72,7 +76,7 @@ static void test_quantiser_layout(void) {
                 uint32_t col = g * m->group + (16 * v + i) * per + j;
                 int16_t got = ((const int16_t *)sc.q)[g * m->group + at];
                 double want = scale > 0 ? sc.xr[col] / scale : 0.0;
-                CHECK(fabs(got - want) <= 0.5 + 1e-4 && abs(got) <= 127, "bits %u group %u column %u: %d for %g",
+                CHECK(fabs(got - want) <= ROUNDED && abs(got) <= ND_CQ_A8_XMAX, "bits %u group %u column %u: %d for %g",
                       m->bits, m->group, col, got, want);
                 sum += got;
             }
@@ -125,7 +129,7 @@ static int16_t stored(const scene *sc, uint32_t g, uint32_t col) {
 }
 
 /* Every index at the largest level, every activation at its group's maximum:
- * the integer sums at their extremes (127 * 127 * group, either sign) are
+ * the integer sums at their extremes (127 * XMAX * group, either sign) are
  * exact in both kernels, and the floats are the reference formula's. */
 static void test_extremes(void) {
     uint64_t s = 24;
@@ -151,8 +155,8 @@ static void test_extremes(void) {
                     float want = 0.0f;
                     for (uint32_t g = 0; g < m->groups; g++) {
                         float norm = nd_load_fp16(m->norms + 2 * ((size_t)r * m->groups + g));
-                        int32_t sum = (int32_t)(wsign * xsign) * 127 * 127 * (int32_t)group;
-                        CHECK(nd_cq_a8_sums(m, sc.q)[g] == (int32_t)xsign * 127 * (int32_t)group, "group sum %d",
+                        int32_t sum = (int32_t)(wsign * xsign) * 127 * ND_CQ_A8_XMAX * (int32_t)group;
+                        CHECK(nd_cq_a8_sums(m, sc.q)[g] == (int32_t)xsign * ND_CQ_A8_XMAX * (int32_t)group, "group sum %d",
                               nd_cq_a8_sums(m, sc.q)[g]);
                         want += (norm * (xscale(&sc, g) * lscale)) * (float)sum;
                     }
@@ -177,15 +181,15 @@ static void test_extremes(void) {
 
 /* Activations the fast paths must not meet unawares: an infinity (the
  * group's scale is infinite, every value 0), a NaN (0, the rest scaled by
- * the finite maximum), subnormal values whose 127 / max overflows (+-127 and
- * 0), a maximum under 1e-36 (its inverse still finite), negative zeros. */
+ * the finite maximum), subnormal values whose XMAX / max overflows (+-XMAX and
+ * 0), a maximum under 1e-33 (XMAX / max still finite), negative zeros. */
 static void special_activations(scene *sc) {
     float *x = sc->xr;
     uint32_t G = sc->m.group;
     x[3] = INFINITY;
     x[G + 5] = NAN;
     for (uint32_t k = 0; k < G; k++) x[2 * G + k] = (float)((int)(k % 3) - 1) * 1e-39f;
-    for (uint32_t k = 0; k < G; k++) x[3 * G + k] *= 1e-36f;
+    for (uint32_t k = 0; k < G; k++) x[3 * G + k] *= 1e-33f;
     for (uint32_t k = 0; k < G; k++) x[4 * G + k] = -0.0f;
     x[5 * G + 1] = -INFINITY, x[5 * G + 2] = NAN;
 }
@@ -202,17 +206,17 @@ static void test_quantiser_specials(void) {
         for (uint32_t k = 0; k < 64; k++) max3 = fmax(max3, fabs(sc.xr[192 + k]));
         for (uint32_t k = 0; k < 64; k++) {
             inf0 &= stored(&sc, 0, k) == 0;
-            nan1 &= k == 5 ? stored(&sc, 1, k) == 0 : fabs(stored(&sc, 1, k) - sc.xr[64 + k] / xscale(&sc, 1)) <= 0.5001;
-            tiny2 &= stored(&sc, 2, k) == 127 * ((int)(k % 3) - 1);
-            tiny_sum += 127 * ((int)(k % 3) - 1);
-            small3 &= fabs(stored(&sc, 3, k) - sc.xr[192 + k] * 127 / max3) <= 0.5001;
+            nan1 &= k == 5 ? stored(&sc, 1, k) == 0 : fabs(stored(&sc, 1, k) - sc.xr[64 + k] / xscale(&sc, 1)) <= ROUNDED;
+            tiny2 &= stored(&sc, 2, k) == ND_CQ_A8_XMAX * ((int)(k % 3) - 1);
+            tiny_sum += ND_CQ_A8_XMAX * ((int)(k % 3) - 1);
+            small3 &= fabs(stored(&sc, 3, k) - sc.xr[192 + k] * ND_CQ_A8_XMAX / max3) <= ROUNDED;
             zero4 &= stored(&sc, 4, k) == 0;
             inf5 &= stored(&sc, 5, k) == 0;
         }
         CHECK(inf0 && isinf(xscale(&sc, 0)) && sums[0] == 0, "bits %u: a group with an infinity", sc.m.bits);
         CHECK(nan1 && isfinite(xscale(&sc, 1)) && xscale(&sc, 1) > 0, "bits %u: a group with a NaN", sc.m.bits);
         CHECK(tiny2 && sums[2] == tiny_sum, "bits %u: subnormal activations (sum %d)", sc.m.bits, sums[2]);
-        CHECK(small3 && xscale(&sc, 3) > 0 && max3 < 1e-36, "bits %u: activations of 1e-36", sc.m.bits);
+        CHECK(small3 && xscale(&sc, 3) > 0 && max3 < 1e-33, "bits %u: activations of 1e-33", sc.m.bits);
         CHECK(zero4 && xscale(&sc, 4) == 0 && sums[4] == 0, "bits %u: negative zeros", sc.m.bits);
         CHECK(inf5 && sums[5] == 0, "bits %u: an infinity and a NaN", sc.m.bits);
         free_scene(&sc);

@@ -1,8 +1,10 @@
 // The engine's forward pass against the float64 reference (tests/js/reference),
 // on random archives of many geometries: every position's logits must agree
-// within max|diff| <= 1e-3 * max|ref| in exact-float mode. Also: prefill of a
-// whole sequence equals feeding it one token at a time, and the fast mode's
-// error is reported.
+// within max|diff| <= 1e-3 * max|ref| in exact-float mode, and the default
+// fast mode must run the model as trained (the reference with A8 activations):
+// within 1e-2 at every position, with the same greedy token wherever the
+// reference's top two are more than 1e-3 of the range apart. Also: prefill of
+// a whole sequence equals feeding it one token at a time.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeCact, makeTestTokenizerBlob, syntheticPieces } from '../../js/cact-writer.js';
@@ -10,6 +12,7 @@ import { Model } from '../../js/model.js';
 import { readArchive, referenceForward } from './reference/index.js';
 
 const TOKENIZER = makeTestTokenizerBlob(syntheticPieces(320));
+const RELEASED_TOKENIZER = makeTestTokenizerBlob(syntheticPieces(8192));
 
 const BASE = {
   kvWindow: 64, kvBits: 8, hidden: 64, queryHeads: 4, kvHeads: 2, layers: 2, headDimension: 16,
@@ -22,7 +25,7 @@ const BASE = {
 // windows shorter than the sequence with sinks, and kvBits 8 and below.
 const CASES = [
   { name: 'tiny, 2-bit, group 32', geometry: {}, bits: 2, group: 32 },
-  { name: 'hidden 48 (padded rows), 1 lane, 1 order, 1 site, 3-bit', bits: 3, group: 32,
+  { name: 'hidden 48 (padded rows), 1 lane, 1 order, 1 site, 3-bit', bits: 3, group: 32, fastBound: 2e-2,
     geometry: { hidden: 48, queryHeads: 3, kvHeads: 1, lanes: 1, orders: [2], engramTables: 2, sites: [1] } },
   { name: 'ternary, 3 lanes, 3 layers, three orders and sites', bits: 'ternary', group: 64,
     geometry: { lanes: 3, layers: 3, orders: [2, 3, 4], engramTables: 3, sites: [0, 1, 2] } },
@@ -35,11 +38,18 @@ const CASES = [
   { name: 'kvBits 3, dilation 1, 2 taps, mixed bits per tensor', group: 32,
     bits: (name) => (name.includes('proj') ? 3 : name.includes('phi') ? 4 : 2),
     geometry: { kvBits: 3, engramTaps: 2, engramDilation: 1 } },
-  { name: 'archive window 0 (budget formula), 8 heads on 4 kv heads', bits: 2, group: 32,
+  { name: 'archive window 0 (budget formula), 8 heads on 4 kv heads', bits: 2, group: 32, fastBound: 1.5e-2,
     geometry: { kvWindow: 0, queryHeads: 8, kvHeads: 4, headDimension: 8 } },
+  { name: '3 lanes, group 64, window 8 with 2 sinks', bits: 2, group: 64, window: 8, sinks: 2, length: 24,
+    geometry: { lanes: 3, layers: 3 } },
+  { name: '1 lane, 4-bit, group 256', bits: 4, group: 256,
+    geometry: { hidden: 256, headDimension: 64, lanes: 1, orders: [2], engramTables: 2, sites: [1] } },
+  { name: '2 lanes, 2-bit, group 32, 3 layers', bits: 2, group: 32, geometry: { layers: 3 } },
+  { name: 'the released geometry and bit map (4-bit embedding and mHC), 10 tokens', released: true, length: 10 },
 ];
 
 function archiveFor(c, seed) {
+  if (c.released) return writeCact({ geometry: {}, seed, heads: true, tokenizer: RELEASED_TOKENIZER });
   return writeCact({
     geometry: { ...BASE, ...c.geometry }, seed, bits: c.bits, group: c.group, heads: true, tokenizer: TOKENIZER,
   });
@@ -53,6 +63,20 @@ function randomIds(n, vocabulary, seed) {
     ids.push(14 + (x % (vocabulary - 14)));
   }
   return ids;
+}
+
+const argmax = (v) => v.reduce((best, x, i) => (x > v[best] ? i : best), 0);
+
+/** Positions where want's top two are clear (over 1e-3 of its range apart) and got picks another token. */
+function greedyFlips(got, want) {
+  let flips = 0, clear = 0;
+  want.forEach((w, p) => {
+    const sorted = Array.from(w).sort((a, b) => b - a);
+    if (sorted[0] - sorted[1] <= 1e-3 * (sorted[0] - sorted[sorted.length - 1])) return;
+    clear++;
+    if (argmax(got[p]) !== argmax(w)) flips++;
+  });
+  return { flips, clear };
 }
 
 function relativeError(got, want) {
@@ -78,11 +102,24 @@ for (const [i, c] of CASES.entries()) {
       const error = relativeError(got[p], want[p]);
       assert.ok(error <= 1e-3, `position ${p}: max|diff| / max|ref| = ${error.toExponential(2)}`);
     }
-    // Fast mode (int8 KV and activations where the engine uses them): reported, bounded loosely.
+    // Fast mode runs the model as trained: the reference with A8 activations.
+    // A8 is a step function: the int8 KV cache's rounding moves some of its
+    // roundings downstream, which costs about as much as A8 moves the model.
+    // Measured 3.3e-3 to 8.9e-3 where kvBits is 8, except where A8 itself
+    // moves the logits by 1e-2 (c.fastBound: 1.0e-2 and 1.8e-2 measured).
+    // With kvBits 2-4 any perturbation moves K/V values across CQ levels (the
+    // reference's own A8 and exact runs differ by up to 0.2 there): 2e-2
+    // (measured up to 7.3e-3).
+    const a8 = referenceForward(reference, ids, { ...options, a8: true }).logits;
     const fast = model.logits(ids, { all: true, exact: false, ...options });
-    const fastError = Math.max(...fast.map((row, p) => relativeError(row, want[p])));
-    console.log(`# ${c.name}: fast-mode max relative error ${fastError.toExponential(2)}`);
-    assert.ok(fastError < 0.1, `fast mode drifted: ${fastError}`);
+    const fastError = Math.max(...fast.map((row, p) => relativeError(row, a8[p])));
+    const { flips, clear } = greedyFlips(fast, a8);
+    const a8Shift = Math.max(...a8.map((row, p) => relativeError(row, want[p])));
+    console.log(`# ${c.name}: fast vs A8 reference ${fastError.toExponential(2)} (A8 vs exact ${a8Shift.toExponential(2)}), ` +
+      `greedy flips ${flips} of ${clear}`);
+    const kvBits = c.released ? 8 : { ...BASE, ...c.geometry }.kvBits;
+    assert.ok(fastError <= (c.fastBound ?? (kvBits === 8 ? 1e-2 : 2e-2)), `fast mode drifted from the A8 model: ${fastError}`);
+    if (kvBits === 8) assert.equal(flips, 0, `fast mode picks another greedy token at ${flips} of ${clear} clear positions`);
     model.free();
   });
 }
