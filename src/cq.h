@@ -91,14 +91,15 @@ void nd_cq_gemm_simd128(const nd_cq *m, const float *xr, uint32_t n, float *y);
 
 /* ---- the tiled layout and its kernels (cq_tiled.c, cq_tiled_simd128.c) ----
  *
- * nd_cq_repack rewrites a 2- or 4-bit matrix in place (same bytes) so that
+ * nd_cq_repack rewrites a 2-, 3- or 4-bit matrix in place (same bytes) so that
  * rows 16t..16t+15 form tile t: byte b of their 16 index streams lies at
  * packed[(t * row_bytes + b) * 16 + lane], i.e. each 16-byte vector holds one
  * byte of 16 rows; the norms of the tile follow as [t][group][16] fp16. The
- * rows % 16 tail rows keep the archive layout after the tiles. Every byte of
- * a 2- or 4-bit stream is two nibbles, each a 4-bit "code" (two 2-bit indices,
- * first in the low bits, or one 4-bit index), so one i8x16.swizzle of a
- * 16-entry table per code serves 16 rows at once.
+ * rows % 16 tail rows keep the archive layout after the tiles. A "code" is
+ * what one 16-entry table is looked up by: two 2-bit indices (first in the
+ * low bits: each nibble of a 2-bit stream), one 4-bit index (each nibble) or
+ * one 3-bit index (eight of them in every three bytes, unpacked with shifts),
+ * so one i8x16.swizzle per code serves 16 rows at once.
  *
  * Two kinds of kernels read it:
  * - exact (f32): bit-identical to nd_cq_gemv_ref on the archive layout (same
@@ -118,7 +119,7 @@ void nd_cq_gemm_simd128(const nd_cq *m, const float *xr, uint32_t n, float *y);
 
 #define ND_CQ_TILE 16u
 
-/* Whether nd_cq_repack tiles m: bits 2 or 4, group a multiple of 8 up to
+/* Whether nd_cq_repack tiles m: bits 2 to 4, group a multiple of 8 up to
  * ND_CQ_MAX_GROUP, at least one full tile, not tiled yet. */
 int nd_cq_tileable(const nd_cq *m);
 
@@ -151,7 +152,8 @@ void nd_cqt_gemm_simd128(const nd_cq *m, const float *xr, uint32_t n, float *y);
  * same xr. One activation's tables are nd_cq_lut_bytes(m) bytes
  * ([group][hi, lo][code][16]) and m->groups scales; the tables of n activations lie
  * one after the other (nd_cqt_gemm_lut_tables), as do their scales. */
-static inline size_t nd_cq_lut_bytes(const nd_cq *m) { return (size_t)m->groups * m->group * m->bits / 4 * 32; }
+static inline uint32_t nd_cq_codes(const nd_cq *m) { return m->bits == 2 ? m->group / 2 : m->group; } /* a group's */
+static inline size_t nd_cq_lut_bytes(const nd_cq *m) { return (size_t)m->groups * nd_cq_codes(m) * 32; }
 int nd_cq_lut_shared(const nd_cq *a, const nd_cq *b);
 void nd_cq_lut_build_ref(const nd_cq *m, const float *xr, int8_t *tables, float *scales);
 void nd_cqt_gemv_lut_tables_ref(const nd_cq *m, const int8_t *tables, const float *scales, float *y);

@@ -1,4 +1,4 @@
-/* cq_tiled.c: the tiled layout of 2- and 4-bit CQ matrices (see cq.h): the
+/* cq_tiled.c: the tiled layout of 2-, 3- and 4-bit CQ matrices (see cq.h): the
  * in-place repack, its scalar reference kernels (the specification the
  * SIMD128 twins in cq_tiled_simd128.c match bit for bit), the row gather and
  * nd_cq_matmul, which picks a kernel for either layout.
@@ -16,7 +16,7 @@
 #include "threads.h"
 
 int nd_cq_tileable(const nd_cq *m) {
-    return m->tiles == 0 && (m->bits == 2 || m->bits == 4) && m->group % 8 == 0 &&
+    return m->tiles == 0 && m->bits >= 2 && m->bits <= 4 && m->group % 8 == 0 &&
            m->group <= ND_CQ_MAX_GROUP && m->rows >= ND_CQ_TILE;
 }
 
@@ -55,9 +55,11 @@ uint32_t nd_cqt_index(const nd_cq *m, uint32_t row, uint32_t k) {
         nd_cq tail = tail_view(m);
         return nd_cq_index(&tail, row - m->tiles * ND_CQ_TILE, k);
     }
-    size_t bit = (size_t)k * m->bits; /* 2 and 4 bits never straddle a byte */
+    size_t bit = (size_t)k * m->bits;
     size_t at = ((size_t)(row / ND_CQ_TILE) * m->row_bytes + (bit >> 3)) * ND_CQ_TILE + row % ND_CQ_TILE;
-    return (uint32_t)(m->packed[at] >> (bit & 7)) & ((1u << m->bits) - 1);
+    uint32_t v = m->packed[at];
+    if ((bit & 7) + m->bits > 8) v |= (uint32_t)m->packed[at + ND_CQ_TILE] << 8; /* a 3-bit index's next byte */
+    return (v >> (bit & 7)) & ((1u << m->bits) - 1);
 }
 
 float nd_cqt_norm(const nd_cq *m, uint32_t row, uint32_t g) {
@@ -92,8 +94,6 @@ void nd_cqt_gemm_ref(const nd_cq *m, const float *xr, uint32_t n, float *y) {
 
 /* ---- int8 tables (two per code) ------------------------------------------ */
 
-/* Codes of one group: two 2-bit indices or one 4-bit index each. */
-static uint32_t codes_per_group(const nd_cq *m) { return m->group * m->bits / 4; }
 
 /* Largest |level| of the matrix's 2^bits levels. */
 static float level_max(const nd_cq *m) {
@@ -111,11 +111,11 @@ static float level_max(const nd_cq *m) {
  * holds rint(v), the second rint(127 * (v - rint(v))) in [-64, 64] (the
  * difference is exact in float), both rounded half to even. */
 static float tables_ref(const nd_cq *m, const float *x, int8_t *tb) {
-    uint32_t codes = codes_per_group(m);
+    uint32_t codes = nd_cq_codes(m);
     int8_t *lo = tb + (size_t)codes * 16;
     float most = 0.0f, xs[ND_CQ_MAX_GROUP];
     for (uint32_t j = 0; j < codes; j++)
-        most = fmaxf(most, m->bits == 4 ? fabsf(x[j]) : fabsf(x[2 * j]) + fabsf(x[2 * j + 1]));
+        most = fmaxf(most, m->bits != 2 ? fabsf(x[j]) : fabsf(x[2 * j]) + fabsf(x[2 * j + 1]));
     float amax = level_max(m) * most;
     if (!(amax > 0.0f)) {
         memset(tb, 0, (size_t)codes * 32);
@@ -125,8 +125,9 @@ static float tables_ref(const nd_cq *m, const float *x, int8_t *tb) {
     for (uint32_t k = 0; k < m->group; k++) xs[k] = x[k] * inv;
     for (uint32_t j = 0; j < codes; j++)
         for (uint32_t e = 0; e < 16; e++) {
-            float v = m->bits == 4 ? m->levels[e] * xs[j]
-                                   : m->levels[e & 3] * xs[2 * j] + m->levels[e >> 2] * xs[2 * j + 1];
+            float v = m->bits == 2 ? m->levels[e & 3] * xs[2 * j] + m->levels[e >> 2] * xs[2 * j + 1]
+                      : e >> m->bits ? 0.0f /* 3 bits: no index reads entries 8..15 */
+                                     : m->levels[e] * xs[j];
             float hi = rintf(v); /* ties to even */
             tb[j * 16 + e] = (int8_t)hi;
             lo[j * 16 + e] = (int8_t)rintf((v - hi) * 127.0f);
@@ -134,17 +135,17 @@ static float tables_ref(const nd_cq *m, const float *x, int8_t *tb) {
     return amax / (127.0f * 127.0f);
 }
 
-/* Code j of row r in group g (the nibble j of the group's bytes). */
+/* Code j of row r in group g: indices 2j and 2j + 1 (2 bits), else index j. */
 static uint32_t code_at(const nd_cq *m, uint32_t r, uint32_t g, uint32_t j) {
-    uint32_t k = g * m->group + j * (4 / m->bits); /* first index of the code */
-    uint32_t c = nd_cqt_index(m, r, k);
-    return m->bits == 4 ? c : c | nd_cqt_index(m, r, k + 1) << 2;
+    if (m->bits != 2) return nd_cqt_index(m, r, g * m->group + j);
+    uint32_t k = g * m->group + 2 * j;
+    return nd_cqt_index(m, r, k) | nd_cqt_index(m, r, k + 1) << 2;
 }
 
 /* Row r's integer sum over group g's tables: 127 * (sum of its first-table
  * entries) + (sum of its second-table entries), exact in int32. */
 static int32_t table_sum(const nd_cq *m, const int8_t *tb, uint32_t r, uint32_t g) {
-    uint32_t codes = codes_per_group(m);
+    uint32_t codes = nd_cq_codes(m);
     int32_t hi = 0, lo = 0;
     for (uint32_t j = 0; j < codes; j++) {
         uint32_t e = j * 16 + code_at(m, r, g, j);
@@ -170,14 +171,14 @@ int nd_cq_lut_shared(const nd_cq *a, const nd_cq *b) {
 }
 
 void nd_cq_lut_build_ref(const nd_cq *m, const float *xr, int8_t *tables, float *scales) {
-    size_t step = (size_t)codes_per_group(m) * 32;
+    size_t step = (size_t)nd_cq_codes(m) * 32;
     for (uint32_t g = 0; g < m->groups; g++) scales[g] = tables_ref(m, xr + (size_t)g * m->group, tables + g * step);
 }
 
 /* nd_cqt_gemv_lut_ref with the tables of each group read instead of built. */
 void nd_cqt_gemv_lut_tables_range_ref(const nd_cq *m, const int8_t *tables, const float *scales, float *y,
                                       uint32_t t0, uint32_t t1) {
-    uint32_t r0 = t0 * ND_CQ_TILE, r1 = t1 * ND_CQ_TILE, codes = codes_per_group(m);
+    uint32_t r0 = t0 * ND_CQ_TILE, r1 = t1 * ND_CQ_TILE, codes = nd_cq_codes(m);
     memset(y + r0, 0, (r1 - r0) * sizeof(float));
     for (uint32_t g = 0; g < m->groups; g++) {
         const int8_t *tb = tables + (size_t)g * codes * 32;

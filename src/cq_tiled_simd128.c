@@ -17,6 +17,7 @@
 #include "cq_range.h"
 
 #define INLINE static inline __attribute__((always_inline))
+#define OUTLINE static __attribute__((noinline)) /* the 3-bit paths: one copy each, not one per caller */
 #define TOKENS 4u     /* activations the exact GEMM runs per decoded weight vector */
 #define LUT_TOKENS 2u /* the table GEMM's: its two tables' sums of more would not stay in registers */
 
@@ -43,6 +44,23 @@ static const uint8_t *tile_codes(const nd_cq *m, uint32_t t, uint32_t g) {
     return m->packed + ((size_t)t * m->row_bytes + (size_t)g * m->group * m->bits / 8) * ND_CQ_TILE;
 }
 
+/* The eight 3-bit indices of 16 rows in three tile vectors (one byte of
+ * each row's little-endian stream apiece): idx[i] holds index i of each row
+ * in its lanes. Shifts run on u16 lanes: a byte's high bits from its
+ * neighbour are masked off before they could land in an index. */
+INLINE void unpack3(const uint8_t *c, v128_t idx[8]) {
+    v128_t b0 = wasm_v128_load(c), b1 = wasm_v128_load(c + ND_CQ_TILE), b2 = wasm_v128_load(c + 2 * ND_CQ_TILE);
+    const v128_t m1 = wasm_i8x16_splat(1), m3 = wasm_i8x16_splat(3), m7 = wasm_i8x16_splat(7);
+    idx[0] = wasm_v128_and(b0, m7);
+    idx[1] = wasm_v128_and(wasm_u16x8_shr(b0, 3), m7);
+    idx[2] = wasm_v128_or(wasm_v128_and(wasm_u16x8_shr(b0, 6), m3), wasm_i16x8_shl(wasm_v128_and(b1, m1), 2));
+    idx[3] = wasm_v128_and(wasm_u16x8_shr(b1, 1), m7);
+    idx[4] = wasm_v128_and(wasm_u16x8_shr(b1, 4), m7);
+    idx[5] = wasm_v128_or(wasm_v128_and(wasm_u16x8_shr(b1, 7), m1), wasm_i16x8_shl(wasm_v128_and(b2, m3), 1));
+    idx[6] = wasm_v128_and(wasm_u16x8_shr(b2, 2), m7);
+    idx[7] = wasm_v128_and(wasm_u16x8_shr(b2, 5), m7);
+}
+
 /* ---- exact f32 ------------------------------------------------------------ */
 
 typedef nd_level_planes level_planes;
@@ -53,6 +71,9 @@ INLINE void mac16(const level_planes *lp, v128_t idx, float x, v128_t d[4]) {
     nd_lookup16(lp, idx, l);
     for (int q = 0; q < 4; q++) d[q] = wasm_f32x4_add(d[q], wasm_f32x4_mul(l[q], xs));
 }
+
+OUTLINE void exact_group3(const level_planes *lp, const uint8_t *c, uint32_t bytes, const float *x, size_t stride,
+                         uint32_t tokens, v128_t d[][4]);
 
 /* One group of one tile: d[16 rows] = levels . x in index order. */
 INLINE void exact_group(const nd_cq *m, const level_planes *lp, const uint8_t *c, const float *x,
@@ -68,6 +89,8 @@ INLINE void exact_group(const nd_cq *m, const level_planes *lp, const uint8_t *c
             mac16(lp, wasm_v128_and(wasm_u16x8_shr(v, 4), mask), x[2], d);
             mac16(lp, wasm_v128_and(wasm_u16x8_shr(v, 6), mask), x[3], d);
         }
+    } else if (m->bits == 3) {
+        exact_group3(lp, c, bytes, x, 0, 1, (v128_t(*)[4])d);
     } else {
         const v128_t mask = wasm_i8x16_splat(15);
         for (uint32_t b = 0; b < bytes; b++, x += 2) {
@@ -106,6 +129,16 @@ INLINE void mac16_n(const level_planes *lp, v128_t idx, const float *x, size_t s
     }
 }
 
+/* The 3-bit exact group for `tokens` activations (d zeroed by the caller). */
+OUTLINE void exact_group3(const level_planes *lp, const uint8_t *c, uint32_t bytes, const float *x, size_t stride,
+                         uint32_t tokens, v128_t d[][4]) {
+    for (uint32_t b = 0; b < bytes; b += 3, x += 8) {
+        v128_t idx[8];
+        unpack3(c + (size_t)b * ND_CQ_TILE, idx);
+        for (int i = 0; i < 8; i++) mac16_n(lp, idx[i], x + i, stride, tokens, d);
+    }
+}
+
 /* exact_group for `tokens` activations stride floats apart. */
 INLINE void exact_group_n(const nd_cq *m, const level_planes *lp, const uint8_t *c, const float *x,
                           size_t stride, uint32_t tokens, v128_t d[][4]) {
@@ -113,6 +146,10 @@ INLINE void exact_group_n(const nd_cq *m, const level_planes *lp, const uint8_t 
     const v128_t mask = wasm_i8x16_splat(m->bits == 2 ? 3 : 15);
     for (uint32_t k = 0; k < tokens; k++)
         for (int q = 0; q < 4; q++) d[k][q] = wasm_f32x4_splat(0.0f);
+    if (m->bits == 3) {
+        exact_group3(lp, c, bytes, x, stride, tokens, d);
+        return;
+    }
     for (uint32_t b = 0; b < bytes; b++, x += per) {
         v128_t v = wasm_v128_load(c + (size_t)b * ND_CQ_TILE);
         for (uint32_t i = 0; i < per; i++)
@@ -204,7 +241,7 @@ INLINE void store_code(const v128_t v[4], int8_t *hi, int8_t *lo) {
 /* tb[2][codes][16] int8 tables of the group activation x, as tables_ref
  * builds them; returns the scale. xs: scratch of group floats. */
 static float tables(const nd_cq *m, float lmax, const float *x, int8_t *tb, float *xs) {
-    uint32_t codes = m->group * m->bits / 4;
+    uint32_t codes = nd_cq_codes(m);
     int8_t *lo = tb + (size_t)codes * 16;
     float amax = lmax * code_most(m, x);
     if (!(amax > 0.0f)) {
@@ -214,8 +251,8 @@ static float tables(const nd_cq *m, float lmax, const float *x, int8_t *tb, floa
     v128_t inv = wasm_f32x4_splat(127.0f / amax);
     for (uint32_t k = 0; k < m->group; k += 4) wasm_v128_store(xs + k, wasm_f32x4_mul(wasm_v128_load(x + k), inv));
     v128_t l[4];
-    for (int q = 0; q < 4; q++) l[q] = wasm_v128_load(m->levels + 4 * q);
-    if (m->bits == 4) {
+    for (int q = 0; q < 4; q++) l[q] = q < (1 << m->bits) / 4 ? wasm_v128_load(m->levels + 4 * q) : wasm_f32x4_splat(0.0f);
+    if (m->bits != 2) { /* one index a code; 3 bits: entries 8..15 are 0, as tables_ref's */
         for (uint32_t j = 0; j < codes; j++) {
             v128_t xj = wasm_v128_load32_splat(xs + j), e[4];
             for (int q = 0; q < 4; q++) e[q] = wasm_f32x4_mul(l[q], xj);
@@ -240,39 +277,56 @@ static float level_max(const nd_cq *m) {
     return hmax(a);
 }
 
-/* Two codes x 16 rows of one vector: acc[0] += rows 0..7, acc[1] += 8..15. */
-#define LUT_STEP(c, tbl, acc)                                                                    \
-    do {                                                                                         \
-        v128_t s0_ = wasm_i8x16_swizzle(wasm_v128_load(tbl), lo_##c);                            \
-        v128_t s1_ = wasm_i8x16_swizzle(wasm_v128_load((tbl) + 16), hi_##c);                     \
-        acc[0] = wasm_i16x8_add(acc[0], wasm_i16x8_extadd_pairwise_i8x16(wasm_i8x16_shuffle(    \
-            s0_, s1_, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23)));                 \
-        acc[1] = wasm_i16x8_add(acc[1], wasm_i16x8_extadd_pairwise_i8x16(wasm_i8x16_shuffle(    \
-            s0_, s1_, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31)));           \
-    } while (0)
+/* Two codes x 16 rows (index vectors a and b, their tables at tbl and tbl +
+ * 16): acc[0] += rows 0..7, acc[1] += 8..15. */
+INLINE void lut_pair(v128_t a, v128_t b, const int8_t *tbl, v128_t acc[2]) {
+    v128_t s0 = wasm_i8x16_swizzle(wasm_v128_load(tbl), a);
+    v128_t s1 = wasm_i8x16_swizzle(wasm_v128_load(tbl + 16), b);
+    acc[0] = wasm_i16x8_add(acc[0], wasm_i16x8_extadd_pairwise_i8x16(
+        wasm_i8x16_shuffle(s0, s1, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23)));
+    acc[1] = wasm_i16x8_add(acc[1], wasm_i16x8_extadd_pairwise_i8x16(
+        wasm_i8x16_shuffle(s0, s1, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31)));
+}
 
-#define SPLIT(c, ptr)                                                  \
-    v128_t v_##c = wasm_v128_load(ptr);                                \
-    v128_t lo_##c = wasm_v128_and(v_##c, m15);                         \
-    v128_t hi_##c = wasm_v128_and(wasm_u16x8_shr(v_##c, 4), m15)
+/* lut_tile's 3-bit walk: three vectors, eight codes, per iteration. */
+OUTLINE void lut_tile3(const uint8_t *c, uint32_t bytes, size_t lo, const int8_t *tb, size_t tb_stride,
+                       uint32_t tokens, v128_t acc[][4]) {
+    for (uint32_t b = 0; b < bytes; b += 3, c += 3 * ND_CQ_TILE, tb += 8 * 16) {
+        v128_t idx[8];
+        unpack3(c, idx);
+        for (uint32_t t = 0; t < tokens; t++)
+            for (int p = 0; p < 4; p++) {
+                const int8_t *at = tb + t * tb_stride + 32 * p;
+                lut_pair(idx[2 * p], idx[2 * p + 1], at, acc[t]);
+                lut_pair(idx[2 * p], idx[2 * p + 1], at + lo, acc[t] + 2);
+            }
+    }
+}
 
 /* acc[t][4]: integer sums of one tile and group for `tokens` activations
  * whose tables lie tb_stride bytes apart, [0..1] of the first tables, [2..3]
- * of the second (vectors * 32 bytes on). Two vectors per iteration. */
-INLINE void lut_tile(const uint8_t *codes, uint32_t vectors, const int8_t *tb, size_t tb_stride,
-                     uint32_t tokens, v128_t acc[][4]) {
+ * of the second (the group's codes * 16 bytes on). c: the group's first tile
+ * vector; two vectors (nibbles) or three (3-bit indices) per iteration. */
+INLINE void lut_tile(const nd_cq *m, const uint8_t *c, const int8_t *tb, size_t tb_stride, uint32_t tokens,
+                     v128_t acc[][4]) {
     const v128_t m15 = wasm_i8x16_splat(15);
-    const size_t lo = (size_t)vectors * 32;
+    const size_t lo = (size_t)nd_cq_codes(m) * 16;
+    uint32_t bytes = m->group * m->bits / 8;
     for (uint32_t t = 0; t < tokens; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = wasm_i16x8_splat(0);
-    for (uint32_t b = 0; b < vectors; b += 2, codes += 32, tb += 64) {
-        SPLIT(0, codes);
-        SPLIT(1, codes + 16);
+    if (m->bits == 3) {
+        lut_tile3(c, bytes, lo, tb, tb_stride, tokens, acc);
+        return;
+    }
+    for (uint32_t b = 0; b < bytes; b += 2, c += 2 * ND_CQ_TILE, tb += 4 * 16) {
+        v128_t v0 = wasm_v128_load(c), v1 = wasm_v128_load(c + ND_CQ_TILE);
+        v128_t lo0 = wasm_v128_and(v0, m15), hi0 = wasm_v128_and(wasm_u16x8_shr(v0, 4), m15);
+        v128_t lo1 = wasm_v128_and(v1, m15), hi1 = wasm_v128_and(wasm_u16x8_shr(v1, 4), m15);
         for (uint32_t t = 0; t < tokens; t++) {
             const int8_t *at = tb + t * tb_stride;
-            LUT_STEP(0, at, acc[t]);
-            LUT_STEP(1, at + 32, acc[t]);
-            LUT_STEP(0, at + lo, (acc[t] + 2));
-            LUT_STEP(1, at + lo + 32, (acc[t] + 2));
+            lut_pair(lo0, hi0, at, acc[t]);
+            lut_pair(lo1, hi1, at + 32, acc[t]);
+            lut_pair(lo0, hi0, at + lo, acc[t] + 2);
+            lut_pair(lo1, hi1, at + lo + 32, acc[t] + 2);
         }
     }
 }
@@ -313,10 +367,9 @@ INLINE void lut_finish(const v128_t nv[4], float scale, const v128_t acc[4], flo
 /* Group g for `tokens` activations (tables already built), tiles [t0, t1). */
 INLINE void lut_group(const nd_cq *m, uint32_t g, const int8_t *tb, size_t tb_stride,
                       const float *scale, uint32_t tokens, float *y, uint32_t t0, uint32_t t1) {
-    uint32_t vectors = m->group * m->bits / 8;
     for (uint32_t t = t0; t < t1; t++) {
         v128_t acc[LUT_TOKENS][4], nv[4];
-        lut_tile(tile_codes(m, t, g), vectors, tb, tb_stride, tokens, acc);
+        lut_tile(m, tile_codes(m, t, g), tb, tb_stride, tokens, acc);
         norms16(tile_norms(m, t, g), nv);
         for (uint32_t k = 0; k < tokens; k++)
             lut_finish(nv, scale[k], acc[k], y + (size_t)k * m->rows + (size_t)t * ND_CQ_TILE);
@@ -326,7 +379,7 @@ INLINE void lut_group(const nd_cq *m, uint32_t g, const int8_t *tb, size_t tb_st
 void nd_cq_lut_build_simd128(const nd_cq *m, const float *xr, int8_t *tb, float *scales) {
     _Alignas(16) float xs[ND_CQ_MAX_GROUP];
     float lmax = level_max(m);
-    size_t step = (size_t)m->group * m->bits / 4 * 32;
+    size_t step = (size_t)nd_cq_codes(m) * 32;
     for (uint32_t g = 0; g < m->groups; g++)
         scales[g] = tables(m, lmax, xr + (size_t)g * m->group, tb + g * step, xs);
 }
@@ -336,13 +389,12 @@ void nd_cq_lut_build_simd128(const nd_cq *m, const float *xr, int8_t *tb, float 
  * (the same sum per row, groups ascending from 0, as lut_finish's). */
 void nd_cqt_gemv_lut_tables_range_simd128(const nd_cq *m, const int8_t *tb, const float *scales, float *y,
                                           uint32_t t0, uint32_t t1) {
-    size_t step = (size_t)m->group * m->bits / 4 * 32;
-    uint32_t vectors = m->group * m->bits / 8;
+    size_t step = (size_t)nd_cq_codes(m) * 32;
     for (uint32_t t = t0; t < t1; t++) {
         v128_t out[4] = {wasm_f32x4_splat(0.0f), wasm_f32x4_splat(0.0f), wasm_f32x4_splat(0.0f), wasm_f32x4_splat(0.0f)};
         for (uint32_t g = 0; g < m->groups; g++) {
             v128_t acc[1][4], nv[4];
-            lut_tile(tile_codes(m, t, g), vectors, tb + g * step, 0, 1, acc);
+            lut_tile(m, tile_codes(m, t, g), tb + g * step, 0, 1, acc);
             norms16(tile_norms(m, t, g), nv);
             lut_add(nv, scales[g], acc[0], out);
         }
@@ -358,7 +410,7 @@ void nd_cqt_gemv_lut_tables_simd128(const nd_cq *m, const int8_t *tb, const floa
  * and order as nd_cqt_gemv_lut_tables_simd128, which runs the last few. */
 void nd_cqt_gemm_lut_tables_simd128(const nd_cq *m, const int8_t *tb, const float *scales, uint32_t n,
                                     float *y) {
-    size_t bytes = nd_cq_lut_bytes(m), step = (size_t)m->group * m->bits / 4 * 32;
+    size_t bytes = nd_cq_lut_bytes(m), step = (size_t)nd_cq_codes(m) * 32;
     for (uint32_t t0 = 0; t0 < n; t0 += LUT_TOKENS) {
         uint32_t count = n - t0 < LUT_TOKENS ? n - t0 : LUT_TOKENS;
         const int8_t *tb0 = tb + t0 * bytes;
