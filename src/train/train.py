@@ -161,9 +161,8 @@ def collate(encoded, idx):
 
 def lm_loss(model, ids, mask):
     """Cross-entropy of the target tokens only (logits computed only there)."""
-    hidden = model(ids[:, :-1], want_hidden=True)
     where = mask[:, 1:] > 0
-    return F.cross_entropy(model.logits_at(hidden[where]), ids[:, 1:][where])
+    return F.cross_entropy(model(ids[:, :-1], at=where), ids[:, 1:][where])
 
 
 def optimiser(params, lr):
