@@ -257,6 +257,22 @@ export class Session {
 
   get position() { this.live(); return this.model.engine.x.needle_session_position(this.handle); }
 
+  /** The CQ level indices of a cached K (which 0) or V (1) row, kvBits 2-4
+   *  (needle_session_kv_levels): a Uint8Array of the padded head dim. */
+  kvLevels(layer, head, position, which) {
+    this.live();
+    const { engine } = this.model;
+    const n = engine.x.needle_session_kv_levels(this.handle, layer, head, position, which, 0, 0, engine.err);
+    if (!n) throw engine.lastError(STATUS.ARGUMENT);
+    const out = engine.malloc(n);
+    try {
+      engine.x.needle_session_kv_levels(this.handle, layer, head, position, which, out, n, engine.err);
+      return engine.u8().slice(out, out + n);
+    } finally {
+      engine.x.free(out);
+    }
+  }
+
   /** Feeds ids; returns [Float32Array] of the last position, or one per position with all. */
   feed(ids, { all = false } = {}) {
     this.live();

@@ -157,6 +157,15 @@ NEEDLE_API int needle_session_feed(needle_session *session, const int32_t *ids, 
                                    float *logits, int all, needle_error *err);
 /* Number of positions fed so far. */
 NEEDLE_API uint32_t needle_session_position(const needle_session *session);
+
+/* The CQ level indices of one cached row (kvBits 2, 3 or 4): K (which 0) or V
+ * (1) of kv head `head` of `layer` at position pos, still in the cache, as
+ * spec section 5 snaps them (head dim padded to 64, each group rotated by
+ * H64). Writes min(cap, padded head dim) bytes; returns the padded head dim,
+ * or 0 with err set. For tests that compare the cache with a reference. */
+NEEDLE_API uint32_t needle_session_kv_levels(const needle_session *session, uint32_t layer, uint32_t head,
+                                             uint32_t pos, int which, uint8_t *out, uint32_t cap,
+                                             needle_error *err);
 /* Forgets every position from `position` on (position <= current, and every
  * kept position still in the cache or pinned); returns a status. */
 NEEDLE_API int needle_session_rewind(needle_session *session, uint32_t position, needle_error *err);

@@ -919,6 +919,28 @@ uint32_t needle_session_profile(const needle_session *s, double *ms, uint32_t n)
 
 uint32_t needle_session_position(const needle_session *s) { return s ? s->position : 0; }
 
+/* Why row `which` of (layer, head) at pos has no levels to read, or NULL. */
+static const char *kv_levels_refused(const needle_session *s, uint32_t layer, uint32_t head, uint32_t pos,
+                                     int which) {
+    const nd_geometry *g = &s->model->archive.geometry;
+    if (s->kv_format != KV_CQ) return "the KV cache holds no CQ levels (kvBits 8)";
+    if (layer >= g->layers || head >= g->kv_heads || (which != 0 && which != 1)) return "no such layer, kv head or row";
+    if (pos >= s->position || (pos >= s->sinks && pos < s->kv_from)) return "that position is not in the cache";
+    return NULL;
+}
+
+uint32_t needle_session_kv_levels(const needle_session *s, uint32_t layer, uint32_t head, uint32_t pos, int which,
+                                  uint8_t *out, uint32_t cap, needle_error *err) {
+    const char *why = !s || (cap && !out) ? "session or out is NULL" : kv_levels_refused(s, layer, head, pos, which);
+    if (why) {
+        nd_fail(err, NEEDLE_E_ARGUMENT, "kv levels of layer %u, head %u, position %u: %s", layer, head, pos, why);
+        return 0;
+    }
+    const uint8_t *idx = kv_row(s, pos, layer, head, which) + (size_t)(s->hdp / ND_KV_GROUP) * 4;
+    if (cap) memcpy(out, idx, cap < s->hdp ? cap : s->hdp);
+    return s->hdp;
+}
+
 /* Tokens the engram of position r and the value history before it read. */
 static uint32_t token_history(const nd_geometry *g) {
     uint32_t maxo = 1;

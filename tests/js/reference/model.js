@@ -4,7 +4,7 @@
 // No optimisation beyond caching each dequantised matrix once per archive.
 //
 //   referenceForward(archive, ids, { window, sinks, kvQuant, a8, valid })
-//     -> { logits: Float64Array[] (one per position), cells: Float64Array[][] }
+//     -> { logits: Float64Array[] (one per position), cells: Float64Array[][], kvIndices }
 //
 // archive comes from readArchive (archive.js). Options:
 //   window  0 or absent: the archive's window (section 5, kvWindow == 0 formula
@@ -14,6 +14,8 @@
 //           (kvBits 8 runs exact); false: never; 2/3/4: force that width.
 //   a8      true: per-vector int8 fake quantisation at the four A8 points of
 //           section 5 (default false: the spec makes it optional).
+//   kvIndices true: also return kvIndices[layer][position][kv head] = { k, v },
+//           the CQ level index of every rotated K and V value (kvBits 2/3/4).
 //   valid   optional boolean per position (the reference's padding mask): an
 //           invalid position is never attended to and counts as absent for
 //           the engram n-gram and tap rules. Default: every position valid.
@@ -156,8 +158,9 @@ export function snapToLevel(u, levels) {
   return best;
 }
 
-/** CQ quantisation of one K or V head vector (section 5): groups of 64, H64, snap, fp16(norm), H64 back. */
-export function kvQuantise(x, levels) {
+/** CQ quantisation of one K or V head vector (section 5): groups of 64, H64, snap, fp16(norm), H64 back.
+ *  indices, when given, receives the level index of every rotated value (the padded length). */
+export function kvQuantise(x, levels, indices = null) {
   const padded = Math.ceil(x.length / KV_GROUP) * KV_GROUP;
   const out = new Float64Array(padded);
   for (let g0 = 0; g0 < padded; g0 += KV_GROUP) {
@@ -168,7 +171,11 @@ export function kvQuantise(x, levels) {
     for (const v of r) n += v * v;
     n = Math.sqrt(n);
     const scale = roundToHalf(n);
-    const snapped = Float64Array.from(r, (v) => snapToLevel(v / Math.max(n, 1e-12), levels) * scale);
+    const snapped = Float64Array.from(r, (v) => {
+      const level = snapToLevel(v / Math.max(n, 1e-12), levels);
+      indices?.push(levels.indexOf(level));
+      return level * scale;
+    });
     out.set(fwht(snapped), g0);
   }
   return out.slice(0, x.length);
@@ -305,8 +312,10 @@ function attention(archive, state, i, p, hIn) {
   for (let j = 0; j < g.kvHeads; j++) {
     const kj = rope(zcrms(head(k, j), lw.kNorm), p, g.ropeTheta);
     const vj = Float64Array.from(head(v, j));
-    keys.push(state.kvLevels ? kvQuantise(kj, state.kvLevels) : kj);
-    values.push(state.kvLevels ? kvQuantise(vj, state.kvLevels) : vj);
+    const index = state.kvIndices && { k: [], v: [] };
+    keys.push(state.kvLevels ? kvQuantise(kj, state.kvLevels, index?.k) : kj);
+    values.push(state.kvLevels ? kvQuantise(vj, state.kvLevels, index?.v) : vj);
+    if (index) (state.kvIndices[i][p] ??= [])[j] = index;
   }
   state.keys[i][p] = keys;
   state.values[i][p] = values;
@@ -375,6 +384,7 @@ export function referenceForward(archive, ids, opts = {}) {
     sinks: opts.sinks || 0,
     kvLevels: kvLevels(archive, opts.kvQuant === undefined ? true : opts.kvQuant),
     a8: Boolean(opts.a8),
+    kvIndices: opts.kvIndices ? Array.from({ length: g.layers }, () => []) : null,
     wantLogits: opts.logits !== false,
     keys: Array.from({ length: g.layers }, () => []),
     values: Array.from({ length: g.layers }, () => []),
@@ -387,5 +397,5 @@ export function referenceForward(archive, ids, opts = {}) {
     logits.push(out.logits);
     cells.push(out.cells);
   }
-  return { logits, cells };
+  return { logits, cells, kvIndices: state.kvIndices };
 }
