@@ -94,7 +94,6 @@ void nd_cqt_gemm_ref(const nd_cq *m, const float *xr, uint32_t n, float *y) {
 
 /* ---- int8 tables (two per code) ------------------------------------------ */
 
-
 /* Largest |level| of the matrix's 2^bits levels. */
 static float level_max(const nd_cq *m) {
     float l = 0.0f;

@@ -7,7 +7,8 @@
  * and the high nibble codes, i.e. 2 codes x 16 rows), interleaves the two
  * results byte by byte and widens them with one i16x8.extadd_pairwise per 8
  * rows: per row and group the sum of at most 256 entries of |v| <= 127 fits
- * an i16. The GEMM decodes each vector once for four activations. Inner loops are unrolled because V8 checks the stack
+ * an i16. The GEMMs decode each vector once for four activations (exact) or
+ * two (tables). Inner loops are unrolled because V8 checks the stack
  * on every loop back-edge. */
 #ifdef ND_SIMD128
 #include <string.h>

@@ -269,12 +269,25 @@ static void rotate_for(needle_session *s, const nd_cq *m, const nd_cq *prev, con
     s->a8_of = NULL;
 }
 
+/* Group c of a decoded token's tables: each group's tables depend only on
+ * its own activations, so the threads split them (the same bits). */
+static void lut_group(const void *ctx, uint32_t c) {
+    const position_job *j = ctx;
+    nd_cq one = *j->m;
+    one.groups = 1;
+    size_t at = (size_t)c * one.group;
+    nd_cq_lut_build(&one, j->s->xr + at, (int8_t *)j->s->lut + (size_t)c * nd_cq_lut_bytes(&one),
+                    j->s->lut_scale + c);
+}
+
 /* Builds the int8 tables of s->xr for m, unless the last built serve it
- * (the same levels: building them costs about a third of a 512-row GEMV). */
+ * (the same levels: building them costs about a third of a 512-row GEMV):
+ * positions in parallel, or a decoded token's groups. */
 static void tables_for(needle_session *s, const nd_cq *m, uint32_t T) {
     if (s->lut_of && nd_cq_lut_shared(s->lut_of, m)) return;
     position_job job = {s, m, NULL, 0};
-    nd_parallel(lut_position, &job, T);
+    if (T == 1 && nd_threads() > 1) nd_parallel(lut_group, &job, m->groups);
+    else nd_parallel(lut_position, &job, T);
     s->lut_of = m;
 }
 
@@ -1028,7 +1041,7 @@ static int session_scratch(needle_session *s, needle_error *err) {
     float **ptr[] = {&s->x, &s->nx, &s->xr, &s->mpre, &s->mpost, &s->mres, &s->u, &s->bx, &s->h,
                      &s->a, &s->ek, &s->ev, &s->q, &s->gt, &s->o, &s->k, &s->v, &s->e,
                      &s->keep, &s->rope, &s->tmp, &s->lut, &s->lut_scale, &s->a8, &s->z};
-    /* int8 tables of a position: bits/4 codes a column, two 16-byte tables each, so at most 32 bytes a column */
+    /* int8 tables of a position: at most one code a column (two 2-bit columns share one), two 16-byte tables a code */
     uint64_t wide = widest_input(m, 0), tiled = widest_input(m, 1);
     uint64_t len[] = {B * nd, B * nd, B * wide, B * n, B * n, B * n * n, B * d, B * d,
                       B * d, B * d, B * d, B * d, B * qw, B * qw, B * qw, B * kw, B * kw,
