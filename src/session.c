@@ -269,25 +269,12 @@ static void rotate_for(needle_session *s, const nd_cq *m, const nd_cq *prev, con
     s->a8_of = NULL;
 }
 
-/* Group c of a decoded token's tables: each group's tables depend only on
- * its own activations, so the threads split them (the same bits). */
-static void lut_group(const void *ctx, uint32_t c) {
-    const position_job *j = ctx;
-    nd_cq one = *j->m;
-    one.groups = 1;
-    size_t at = (size_t)c * one.group;
-    nd_cq_lut_build(&one, j->s->xr + at, (int8_t *)j->s->lut + (size_t)c * nd_cq_lut_bytes(&one),
-                    j->s->lut_scale + c);
-}
-
 /* Builds the int8 tables of s->xr for m, unless the last built serve it
- * (the same levels: building them costs about a third of a 512-row GEMV):
- * positions in parallel, or a decoded token's groups. */
+ * (the same levels: building them costs about a third of a 512-row GEMV). */
 static void tables_for(needle_session *s, const nd_cq *m, uint32_t T) {
     if (s->lut_of && nd_cq_lut_shared(s->lut_of, m)) return;
     position_job job = {s, m, NULL, 0};
-    if (T == 1 && nd_threads() > 1) nd_parallel(lut_group, &job, m->groups);
-    else nd_parallel(lut_position, &job, T);
+    nd_parallel(lut_position, &job, T);
     s->lut_of = m;
 }
 
@@ -642,6 +629,7 @@ static void engram_gather(needle_session *s, const nd_site *st, const uint32_t *
         nd_cq_gather(&st->tables, t * g->engram_slots + slots[t], row, s->tmp);
         for (uint32_t i = 0; i < g->engram_sub; i++) row[i] *= keep[t];
     }
+    if (!s->exact) nd_a8(e, g->engram_tables * g->engram_sub); /* e before Wkey and Wval: an A8 point */
 }
 
 /* Site `site` at layer input u: bx = u + alpha * ev (spec section 3). */
@@ -652,8 +640,6 @@ static void engram_block(needle_session *s, uint32_t site, uint32_t p0, uint32_t
     for (uint32_t t = 0; t < T; t++)
         engram_gather(s, st, s->slots + (size_t)t * tb, s->keep + (size_t)t * tb,
                       s->e + (size_t)t * width);
-    if (!s->exact)
-        for (uint32_t t = 0; t < T; t++) nd_a8(s->e + (size_t)t * width, width);
     const nd_cq *kv[] = {&st->key, &st->value};
     float *out[] = {s->ek, s->ev};
     matmuls(s, kv, out, 2, s->e, width, T);
@@ -971,7 +957,6 @@ static void rebuild_v0(needle_session *s, uint32_t r) {
         for (uint32_t site = 0; site < g->site_count; site++) {
             const nd_site *st = &s->model->sites[site];
             engram_gather(s, st, s->slots, s->keep, s->e);
-            if (!s->exact) nd_a8(s->e, g->engram_tables * g->engram_sub);
             matmul(s, &st->value, NULL, s->e, 0, 1, v0_at(s, site, p));
         }
     }
