@@ -5,22 +5,28 @@
 // confidence, time per command).
 //
 //   node src/train/publish.mjs build/train src/train/demo-model
+//   node src/train/publish.mjs --measure src/train/demo-model
+//        measures the published archive again (after an engine change) and
+//        rewrites only the manifest's figures (heldout, confidence)
 
 import { copyFileSync, mkdirSync, readFileSync, writeFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadModelInThread } from '../../js/index.js';
 import { evaluate, summarise, confidenceFigures, agreement, heldout } from './evaluate.mjs';
 
-const [from, to] = process.argv.slice(2);
+const measureOnly = process.argv[2] === '--measure';
+const [from, to] = measureOnly ? [null, process.argv[3]] : process.argv.slice(2);
 if (!to) {
-  console.error('usage: node src/train/publish.mjs TRAIN_DIR OUT_DIR');
+  console.error('usage: node src/train/publish.mjs TRAIN_DIR OUT_DIR | --measure OUT_DIR');
   process.exit(2);
 }
 mkdirSync(to, { recursive: true });
-copyFileSync(join(from, 'demo.cact'), join(to, 'needle-demo.cact'));
-for (const f of ['heldout.jsonl', 'reference.json', 'reference-logits.f32']) copyFileSync(join(from, f), join(to, f));
+if (!measureOnly) {
+  copyFileSync(join(from, 'demo.cact'), join(to, 'needle-demo.cact'));
+  for (const f of ['heldout.jsonl', 'reference.json', 'reference-logits.f32']) copyFileSync(join(from, f), join(to, f));
+}
 const archive = join(to, 'needle-demo.cact');
-const examples = heldout();
+const examples = heldout(join(to, 'heldout.jsonl'));
 
 async function run(variant, options) {
   const model = await loadModelInThread(archive, { wasm: variant, threads: variant === 'threads' ? 2 : 1 });
@@ -41,39 +47,7 @@ const allTools = await run('simd', { allTools: true });
 log(`all tools ${JSON.stringify(summarise(allTools))}`);
 const sampled = await run('simd', { sampling: { temperature: 1, seed: 7 } });
 
-/** Each training phase's last progress line in train.log: steps, schedule, loss, tokens/s, minutes. */
-function phases(log) {
-  return log.split(/^--- .*$/m).map((part) => {
-    const lines = [...part.matchAll(/^step (\d+)\/(\d+) loss ([\d.]+) .* qat (\w+) (\d+) tok\/s ([\d.]+) min$/gm)];
-    const last = lines.at(-1);
-    return last && { steps: Number(last[1]), schedule: Number(last[2]), final_loss: Number(last[3]),
-      tokens_per_second: Number(last[5]), minutes: Number(last[6]) };
-  }).filter(Boolean);
-}
-const train = readFileSync(join(from, 'train.log'), 'utf8');
-const counts = (list) => list.reduce((c, e) => ({ ...c, [e.kind]: (c[e.kind] ?? 0) + 1 }), {});
-const weights = JSON.parse(readFileSync(join(from, 'weights.json'), 'utf8'));
-const bitsUsed = [...new Set(Object.values(weights.bits))].sort();
-const manifest = {
-  model: 'needle-demo: a small Needle 2 architecture model trained by this project on the 18 tools of web/tools.json (not Needle 2)',
-  command: 'bash build.sh train',
-  archive: { file: 'needle-demo.cact', bytes: statSync(archive).size },
-  geometry: weights.geometry,
-  quantisation: {
-    group: weights.group,
-    bits: Object.fromEntries(bitsUsed.map((b) => [b, Object.keys(weights.bits).filter((n) => weights.bits[n] === b)
-      .map((n) => n.replace(/^layer\d\d\./, 'layerNN.')).filter((n, i, all) => all.indexOf(n) === i)])),
-    training: 'CQ fake quantisation (straight-through) at this bit map and A8 activations for the last 30% of steps',
-  },
-  seed: 1,
-  data: { generator: 'src/train/generate.py --seed 1 --train 90000 --heldout 600, half of the free-text values of '
-    + 'training commands invented (--synthetic 0.5)', heldout: counts(examples) },
-  training: {
-    phases: phases(train),
-    note: 'one phase: 1250 steps of 8192 tokens on a cosine schedule (lr 3e-3, warmup 100), the last 30% with CQ '
-      + 'and A8 fake quantisation; then the heads on the frozen base: 400 contrastive steps, and 600 confidence steps '
-      + 'on 2048 calls, 1024 of them the base model\'s own calls on fresh commands (train.log has each step)',
-  },
+const figures = {
   heldout: {
     fast: summarise(fast),
     exact: summarise(exact),
@@ -87,5 +61,47 @@ const manifest = {
     sampled_temperature_1: confidenceFigures(sampled),
   },
 };
-writeFileSync(join(to, 'manifest.json'), `${JSON.stringify(manifest, null, 1)}\n`);
+
+/** Each training phase's last progress line in train.log: steps, schedule, loss, tokens/s, minutes. */
+function phases(log) {
+  return log.split(/^--- .*$/m).map((part) => {
+    const lines = [...part.matchAll(/^step (\d+)\/(\d+) loss ([\d.]+) .* qat (\w+) (\d+) tok\/s ([\d.]+) min$/gm)];
+    const last = lines.at(-1);
+    return last && { steps: Number(last[1]), schedule: Number(last[2]), final_loss: Number(last[3]),
+      tokens_per_second: Number(last[5]), minutes: Number(last[6]) };
+  }).filter(Boolean);
+}
+
+/** What made the model: the archive, its geometry and bit map, seed, data and training. */
+function provenance() {
+  const train = readFileSync(join(from, 'train.log'), 'utf8');
+  const counts = (list) => list.reduce((c, e) => ({ ...c, [e.kind]: (c[e.kind] ?? 0) + 1 }), {});
+  const weights = JSON.parse(readFileSync(join(from, 'weights.json'), 'utf8'));
+  const bitsUsed = [...new Set(Object.values(weights.bits))].sort();
+  return {
+    model: 'needle-demo: a small Needle 2 architecture model trained by this project on the 18 tools of web/tools.json (not Needle 2)',
+    command: 'bash build.sh train',
+    archive: { file: 'needle-demo.cact', bytes: statSync(archive).size },
+    geometry: weights.geometry,
+    quantisation: {
+      group: weights.group,
+      bits: Object.fromEntries(bitsUsed.map((b) => [b, Object.keys(weights.bits).filter((n) => weights.bits[n] === b)
+        .map((n) => n.replace(/^layer\d\d\./, 'layerNN.')).filter((n, i, all) => all.indexOf(n) === i)])),
+      training: 'CQ fake quantisation (straight-through) at this bit map and A8 activations for the last 30% of steps',
+    },
+    seed: 1,
+    data: { generator: 'src/train/generate.py --seed 1 --train 90000 --heldout 600, half of the free-text values of '
+      + 'training commands invented (--synthetic 0.5)', heldout: counts(examples) },
+    training: {
+      phases: phases(train),
+      note: 'one phase: 1250 steps of 8192 tokens on a cosine schedule (lr 3e-3, warmup 100), the last 30% with CQ '
+        + 'and A8 fake quantisation; then the heads on the frozen base: 400 contrastive steps, and 600 confidence steps '
+        + 'on 2048 calls, 1024 of them the base model\'s own calls on fresh commands (train.log has each step)',
+    },
+  };
+}
+
+const manifestFile = join(to, 'manifest.json');
+const manifest = { ...(measureOnly ? JSON.parse(readFileSync(manifestFile, 'utf8')) : provenance()), ...figures };
+writeFileSync(manifestFile, `${JSON.stringify(manifest, null, 1)}\n`);
 console.log(JSON.stringify(manifest.heldout, null, 1));
