@@ -141,6 +141,7 @@ void needle_grammar_free(needle_grammar *g) {
     if (!g) return;
     nd_graph_free(&g->gr);
     free(g->fr), free(g->sp), free(g->text), free(g->hs), free(g->allowed);
+    nd_mask_cache_free(&g->cache);
     needle_vocab_free(g->own_vocab);
     free(g);
 }

@@ -27,6 +27,12 @@ const char *nd_grammar_text(const needle_grammar *g, size_t *len);
  * without accepting it; SIZE_MAX when token is not allowed here. */
 size_t nd_grammar_completion_after(needle_grammar *g, int32_t token);
 
+/* needle_grammar_mask without the remembered masks: the trie walk every
+ * time (tests compare the two). */
+uint32_t nd_grammar_mask_walked(needle_grammar *g, float *logits);
+/* Masks served from memory and masks walked since g was made. */
+void nd_grammar_mask_counts(const needle_grammar *g, uint64_t *remembered, uint64_t *walked);
+
 /* Compiles an ECMAScript pattern (the subset regex.h documents) and
  * reports whether the whole string s matches it with JSON Schema's search
  * semantics (unanchored unless ^/$): 1 match, 0 no match, -1 compile error

@@ -124,6 +124,21 @@ struct needle_vocab {
     uint32_t nspecial;
 };
 
+/* ---- masks remembered per matcher state (grammar_cache.c) ---- */
+typedef struct {
+    uint32_t slots, words;  /* 0 slots: not opened yet */
+    uint64_t *hashes;       /* per slot, 0 when empty */
+    uint8_t **keys;
+    uint32_t *nkeys;
+    uint64_t *masks;        /* slots x words */
+    uint8_t *key;           /* the current state's key */
+    uint32_t nkey;
+    uint64_t hash;
+    int keyed;              /* key and hash describe g->cur */
+    uint32_t turn;          /* the slot a full set gives up next */
+    uint64_t hits, walks;  /* masks served from memory, masks walked */
+} nd_mask_cache;
+
 /* ---- the grammar ---- */
 struct needle_grammar {
     const needle_vocab *vocab;
@@ -140,6 +155,7 @@ struct needle_grammar {
     uint64_t *allowed;
     int32_t end_token;
     int done, oom;
+    nd_mask_cache cache;
 };
 
 /* ---- the functions one part calls in another ---- */
@@ -188,6 +204,12 @@ double nd_num_double(nd_num v, int F);
 /* Keys that may come next in object n after keys seen, in a frame at depth
  * (keys whose value cannot be written at depth + 1 are left out). */
 uint64_t nd_open_keys(const graph *gr, const gnode *n, uint64_t seen, int depth);
+
+/* grammar_cache.c. get: 1 when g->allowed now holds the mask of g->cur,
+ * remembered; else 0, and put (after the walk fills g->allowed) keeps it. */
+int nd_mask_cache_get(needle_grammar *g);
+void nd_mask_cache_put(needle_grammar *g);
+void nd_mask_cache_free(nd_mask_cache *c);
 
 /* grammar_complete.c. Fills gr->cost (per node and depth); -1 when out of
  * memory. ALT nodes must be flattened (their kids are never ALT nodes). */

@@ -54,8 +54,12 @@ static int plain_piece(const uint8_t *s, size_t n) {
     return 1;
 }
 
-/* A piece's bytes: byte pieces are their byte, U+2581 is a space, control,
- * unknown and user-defined pieces have none (never allowed). */
+/* A piece's bytes: byte pieces are their byte, U+2581 is a space. Control
+ * and unknown pieces have none (never allowed), and neither has markup, a
+ * user-defined piece "<...>" (the chat markers: a call never holds one).
+ * Other user-defined pieces are text, as in SentencePiece: a tokenizer that
+ * keeps the word boundary "▁" as a piece of its own spells every space with
+ * it. */
 static size_t piece_bytes(const needle_tokenizer *tok, int32_t id, uint8_t *out) {
     size_t len;
     int type;
@@ -67,7 +71,8 @@ static size_t piece_bytes(const needle_tokenizer *tok, int32_t id, uint8_t *out)
         out[0] = (uint8_t)b;
         return 1;
     }
-    if (type != ND_PIECE_NORMAL) return 0;
+    if (type == ND_PIECE_USER && len && s[0] == '<' && s[len - 1] == '>') return 0;
+    if (type != ND_PIECE_NORMAL && type != ND_PIECE_USER) return 0;
     size_t w = 0;
     for (size_t i = 0; i < len; i++) {
         if (w >= ND_MAX_PIECE) return 0;
@@ -157,25 +162,53 @@ static int mask_fast(needle_grammar *g) {
     return 1;
 }
 
-uint32_t needle_grammar_mask(needle_grammar *g, float *logits) {
-    if (!g || !logits) return 0;
+/* g->allowed for g->cur: remembered when the state was met before. */
+static void allowed_tokens(needle_grammar *g, int remember) {
     const needle_vocab *v = g->vocab;
-    size_t words = (v->size + 63) / 64;
-    memset(g->allowed, 0, words * sizeof *g->allowed);
-    if (g->done) { /* nothing may follow the end token */
-    } else if (nd_match_complete(g)) {
+    memset(g->allowed, 0, ((v->size + 63) / 64) * sizeof *g->allowed);
+    if (g->done) return; /* nothing may follow the end token */
+    if (nd_match_complete(g)) {
         if (g->end_token >= 0 && (uint32_t)g->end_token < v->size)
             g->allowed[g->end_token / 64] |= 1ull << (g->end_token % 64);
-    } else if (!mask_fast(g)) {
+        return;
+    }
+    if (remember && nd_mask_cache_get(g)) return;
+    if (!mask_fast(g)) {
         g->hs[0] = g->cur;
         dfs(g, 0, 0);
     }
-    if (g->end_token >= 0 && (uint32_t)g->end_token < v->size && !nd_match_complete(g))
+    g->cache.walks++;
+    if (g->end_token >= 0 && (uint32_t)g->end_token < v->size)
         g->allowed[g->end_token / 64] &= ~(1ull << (g->end_token % 64));
-    uint32_t count = 0;
-    for (uint32_t i = 0; i < v->size; i++) {
-        if (g->allowed[i / 64] >> (i % 64) & 1) count++;
-        else logits[i] = -INFINITY;
+    if (remember) nd_mask_cache_put(g);
+}
+
+/* Sets the logits of refused tokens to -inf: the count allowed. */
+static uint32_t apply_mask(const needle_grammar *g, float *logits) {
+    uint32_t size = g->vocab->size, count = 0;
+    for (uint32_t w = 0; w * 64 < size; w++) {
+        uint64_t bits = g->allowed[w];
+        uint32_t n = size - w * 64 < 64 ? size - w * 64 : 64;
+        if (n == 64 && bits == ~0ull) { count += 64; continue; }
+        for (uint32_t i = 0; i < n; i++) {
+            if (bits >> i & 1) count++;
+            else logits[w * 64 + i] = -INFINITY;
+        }
     }
     return count;
+}
+
+uint32_t needle_grammar_mask(needle_grammar *g, float *logits) {
+    if (!g || !logits) return 0;
+    allowed_tokens(g, 1);
+    return apply_mask(g, logits);
+}
+
+uint32_t nd_grammar_mask_walked(needle_grammar *g, float *logits) {
+    allowed_tokens(g, 0);
+    return apply_mask(g, logits);
+}
+
+void nd_grammar_mask_counts(const needle_grammar *g, uint64_t *remembered, uint64_t *walked) {
+    *remembered = g->cache.hits, *walked = g->cache.walks;
 }

@@ -41,6 +41,8 @@ static const char *const extra[] = {"{\"", "\":\"", "\",\"", "\"}", "\"}]", "\":
     "[\"", "\":[", "\":[\"", "\":1", "\":true", "5", "9", "99", "3.1", "-", ".", "e", "E+", "{}", "\"\"", "[1",
     "aaaaaaaaaaaaaaaa", "<think>"};
 enum { N_SPECIAL = 4, N_USER_END = 4 }; /* id 4 = </tool_call> (user-defined) */
+/* User-defined besides </tool_call>: a marker and the word boundary. */
+static int user_defined(const char *s) { return !strcmp(s, "<think>") || !strcmp(s, "\u2581"); }
 
 static needle_tokenizer *test_tokenizer(int32_t *end_id) {
     buf b = {0};
@@ -56,7 +58,7 @@ static needle_tokenizer *test_tokenizer(int32_t *end_id) {
         piece(&b, s, 6, 4);
     }
     for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++)
-        piece(&b, extra[i], strlen(extra[i]), i + 1 == sizeof extra / sizeof extra[0] ? 3 : 0);
+        piece(&b, extra[i], strlen(extra[i]), user_defined(extra[i]) ? 3 : 0);
     needle_error err;
     needle_tokenizer *tok = needle_tokenizer_load(b.p, b.n, &err);
     if (!tok) printf("tokenizer: %s\n", err.message);
@@ -270,11 +272,14 @@ static int completion_ok(needle_grammar *g, const char *tools, char *why) {
     return ok;
 }
 
+static int32_t *trace; /* when set, walk appends the tokens it accepts */
+static int ntrace;
+
 /* Picks uniformly among allowed tokens, but leans towards closing bytes
  * every few steps so walks finish within the bound. Returns 1 when done. */
 static int walk(needle_grammar *g, const char *tools, int steps, uint64_t seed, char *why) {
     uint32_t V = needle_tokenizer_size(tok);
-    float *logits = malloc(V * sizeof *logits);
+    float *logits = malloc(V * sizeof *logits), *walked = malloc(V * sizeof *walked);
     int32_t *ids = malloc(V * sizeof *ids);
     rng_state = seed;
     needle_grammar_reset(g);
@@ -283,6 +288,13 @@ static int walk(needle_grammar *g, const char *tools, int steps, uint64_t seed, 
         if ((s + (int)seed) % 7 == 0 && !nd_grammar_complete(g) && !completion_ok(g, tools, why)) break;
         for (uint32_t i = 0; i < V; i++) logits[i] = 0;
         uint32_t n = needle_grammar_mask(g, logits), k = 0;
+        for (uint32_t i = 0; i < V; i++) walked[i] = 0;
+        if (nd_grammar_mask_walked(g, walked) != n || memcmp(walked, logits, V * sizeof *logits)) {
+            size_t len; const char *t = nd_grammar_text(g, &len);
+            sprintf(why, "the remembered mask differs from the walked one at step %d after %.*s", s,
+                    (int)(len > 300 ? 300 : len), t);
+            break;
+        }
         for (uint32_t i = 0; i < V; i++) if (logits[i] == 0) ids[k++] = (int32_t)i;
         if (n == 0 || k != n) {
             size_t len; const char *t = nd_grammar_text(g, &len);
@@ -298,13 +310,14 @@ static int walk(needle_grammar *g, const char *tools, int steps, uint64_t seed, 
             }
         needle_error err;
         if (needle_grammar_accept(g, pick, &err)) { sprintf(why, "accept failed: %s", err.message); break; }
+        if (trace) trace[ntrace++] = pick;
         done = needle_grammar_done(g);
     }
     size_t len;
     const char *text = nd_grammar_text(g, &len);
     if (done && !valid_calls(text, len, tools)) { sprintf(why, "invalid output: %.*s", (int)(len > 300 ? 300 : len), text); done = 0; }
     else if (!done && !*why) sprintf(why, "not done: %.*s", (int)(len > 300 ? 300 : len), text);
-    free(logits), free(ids);
+    free(logits), free(walked), free(ids);
     return done;
 }
 
@@ -332,6 +345,49 @@ static void test_random_walks(void) {
             CHECK(d, "schema %zu walk %d: %s", i, w, why);
             if (!d) break;
         }
+        needle_grammar_free(g);
+    }
+}
+
+/* Replays tokens from a reset grammar, masking before each: the masks
+ * served from memory, or -1 when a token is refused. */
+static long replay(needle_grammar *g, const int32_t *ids, int n) {
+    uint32_t V = needle_tokenizer_size(tok);
+    float *logits = malloc(V * sizeof *logits);
+    uint64_t before, after, walked;
+    nd_grammar_mask_counts(g, &before, &walked);
+    needle_grammar_reset(g);
+    int ok = 1;
+    for (int i = 0; i < n && ok; i++) {
+        for (uint32_t k = 0; k < V; k++) logits[k] = 0;
+        needle_grammar_mask(g, logits);
+        needle_error err;
+        ok = logits[ids[i]] == 0 && needle_grammar_accept(g, ids[i], &err) == NEEDLE_OK;
+    }
+    free(logits);
+    nd_grammar_mask_counts(g, &after, &walked);
+    return ok ? (long)(after - before) : -1;
+}
+
+/* The second time a grammar meets the same states (the same call, say, in
+ * the next turn), every mask comes from memory; the walks check each
+ * against the one walked. */
+static void test_remembered_masks(void) {
+    for (size_t i = 0; i < sizeof schemas / sizeof schemas[0]; i++) {
+        if (strstr(schemas[i], "uniqueItems")) continue; /* unique arrays read the text: never kept */
+        needle_error err;
+        needle_grammar *g = needle_grammar_new_shared(vocab, schemas[i], strlen(schemas[i]), end_id, &err);
+        if (!g) { CHECK(0, "schema %zu: %s", i, err.message); continue; }
+        int32_t ids[1500];
+        trace = ids, ntrace = 0;
+        char why[400] = "";
+        int done = walk(g, schemas[i], 1500, 77 + i, why);
+        trace = NULL;
+        CHECK(done, "schema %zu: %s", i, why);
+        long first = replay(g, ids, ntrace), second = replay(g, ids, ntrace);
+        /* The last token is the end token, masked once the array is complete: never kept. */
+        CHECK(first >= 0 && second == ntrace - 1, "schema %zu: %ld then %ld of %d masks remembered", i,
+              first, second, ntrace - 1);
         needle_grammar_free(g);
     }
 }
@@ -573,11 +629,24 @@ static void test_end_token(void) {
     CHECK(l[end_id] == -INFINITY, "end token not allowed before the array");
     int32_t think = needle_tokenizer_piece_id(tok, "<think>", 7);
     CHECK(think > 0 && l[think] == -INFINITY, "user marker never allowed");
+    int32_t space = needle_tokenizer_piece_id(tok, "\u2581", 3);
+    CHECK(space > 0 && l[space] == -INFINITY, "no space before the array");
     CHECK(l[0] == -INFINITY && l[3] == -INFINITY, "control/unknown never allowed");
     CHECK(needle_grammar_accept(g, needle_tokenizer_piece_id(tok, "[]", 2), &err) == NEEDLE_OK, "[]");
     for (uint32_t i = 0; i < V; i++) l[i] = 0;
     CHECK(needle_grammar_mask(g, l) == 1 && l[end_id] == 0, "only the end token after ]");
     CHECK(needle_grammar_accept(g, end_id, &err) == NEEDLE_OK && needle_grammar_done(g), "done");
+    needle_grammar_free(g);
+    /* Inside a string a user-defined word boundary is a space; a marker is still refused. */
+    const char *s = ONE("{\"s\":{\"type\":\"string\"}}", "[\"s\"]");
+    const char *prefix = ARGS "{\"s\":\"a";
+    g = needle_grammar_new_shared(vocab, s, strlen(s), end_id, &err);
+    CHECK(g && nd_grammar_feed(g, prefix, strlen(prefix), &err) == NEEDLE_OK, "string prefix");
+    for (uint32_t i = 0; i < V; i++) l[i] = 0;
+    needle_grammar_mask(g, l);
+    CHECK(l[space] == 0 && l[think] == -INFINITY, "a space in a string, no marker");
+    CHECK(needle_grammar_accept(g, space, &err) == NEEDLE_OK, "accept the space piece");
+    CHECK(nd_grammar_feed(g, "b\"}}]", 5, &err) == NEEDLE_OK && nd_grammar_complete(g), "a b");
     free(l);
     needle_grammar_free(g);
 }
@@ -938,6 +1007,7 @@ int main(void) {
     RUN(test_end_token);
     RUN(test_completion);
     RUN(test_random_walks);
+    RUN(test_remembered_masks);
     RUN(test_long_strings);
     RUN(test_oneof);
     RUN(test_wide_numbers);
