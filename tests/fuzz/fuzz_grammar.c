@@ -1,7 +1,8 @@
 /* fuzz_grammar.c: libFuzzer target for the JSON parser, the schema compiler
  * and the matcher. The input splits at the first NUL: before it, tools JSON
  * to compile (and to compact); after it, bytes to drive the matcher with
- * (each must be accepted or rejected without harm), then one mask.
+ * (each must be accepted or rejected without harm), with a mask before
+ * each: remembered masks must equal walked ones.
  * Build: clang -std=c11 -Isrc -fsanitize=fuzzer,address,undefined
  * (./build.sh fuzz builds every target in tests/fuzz). */
 #include <stdint.h>
@@ -52,9 +53,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     needle_json_compact((const char *)data, tl, out, sizeof out, &err);
     needle_grammar *g = needle_grammar_new_shared(vocab, (const char *)data, tl, 4, &err);
     if (!g) return 0;
-    for (size_t i = tl + 1; i < size; i++) nd_grammar_feed(g, (const char *)data + i, 1, &err);
-    float logits[300];
-    needle_grammar_mask(g, logits);
+    /* Masks after every byte fed, twice over: the second pass meets the same
+     * states, so its masks are remembered ones; each must equal the walk. */
+    for (int pass = 0; pass < 2; pass++) {
+        needle_grammar_reset(g);
+        for (size_t i = tl + 1; i < size; i++) {
+            float logits[300] = {0}, walked[300] = {0};
+            uint32_t n = needle_grammar_mask(g, logits);
+            if (nd_grammar_mask_walked(g, walked) != n || memcmp(logits, walked, sizeof logits)) __builtin_trap();
+            nd_grammar_feed(g, (const char *)data + i, 1, &err);
+        }
+    }
     needle_grammar_free(g);
     return 0;
 }
