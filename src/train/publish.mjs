@@ -12,6 +12,7 @@
 import { copyFileSync, mkdirSync, readFileSync, writeFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadModelInThread } from '../../js/index.js';
+import { canonicalTensors } from '../../js/cact-format.js';
 import { evaluate, summarise, confidenceFigures, agreement, heldout } from './evaluate.mjs';
 
 const measureOnly = process.argv[2] === '--measure';
@@ -77,7 +78,11 @@ function provenance() {
   const train = readFileSync(join(from, 'train.log'), 'utf8');
   const counts = (list) => list.reduce((c, e) => ({ ...c, [e.kind]: (c[e.kind] ?? 0) + 1 }), {});
   const weights = JSON.parse(readFileSync(join(from, 'weights.json'), 'utf8'));
-  const bitsUsed = [...new Set(Object.values(weights.bits))].sort();
+  // The trainer gives every matrix a width; the archive stores only its CQ tensors at one.
+  const cq = canonicalTensors(weights.geometry).filter((t) => t.kind === 'cq').map((t) => t.name);
+  const bitOf = Object.fromEntries(cq.map((n) => [n, weights.bits[n]]));
+  const bitsUsed = [...new Set(Object.values(bitOf))].sort();
+  const base = phases(train)[0];
   return {
     model: 'needle-demo: a small Needle 2 architecture model trained by this project on the 18 tools of web/tools.json (not Needle 2)',
     command: 'bash build.sh train',
@@ -85,7 +90,7 @@ function provenance() {
     geometry: weights.geometry,
     quantisation: {
       group: weights.group,
-      bits: Object.fromEntries(bitsUsed.map((b) => [b, Object.keys(weights.bits).filter((n) => weights.bits[n] === b)
+      bits: Object.fromEntries(bitsUsed.map((b) => [b, cq.filter((n) => bitOf[n] === b)
         .map((n) => n.replace(/^layer\d\d\./, 'layerNN.')).filter((n, i, all) => all.indexOf(n) === i)])),
       training: 'CQ fake quantisation (straight-through) at this bit map and A8 activations for the last 30% of steps',
     },
@@ -94,9 +99,9 @@ function provenance() {
       + 'training commands invented (--synthetic 0.5)', heldout: counts(examples) },
     training: {
       phases: phases(train),
-      note: 'one phase: 1250 steps of 8192 tokens on a cosine schedule (lr 3e-3, warmup 100), the last 30% with CQ '
-        + 'and A8 fake quantisation; then the heads on the frozen base: 400 contrastive steps, and 600 confidence steps '
-        + 'on 2048 calls, 1024 of them the base model\'s own calls on fresh commands (train.log has each step)',
+      note: `one phase: ${base.steps} steps of 8192 tokens on a cosine schedule (lr 3e-3, warmup 100), the last 30% `
+        + 'with CQ and A8 fake quantisation; then the heads on the frozen base: 400 contrastive steps, and 600 confidence '
+        + 'steps on 2048 calls, 1024 of them the base model\'s own calls on fresh commands (train.log has each step)',
     },
   };
 }
