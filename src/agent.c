@@ -22,6 +22,7 @@
 #include "platform.h"
 #include "session.h"
 #include "grammar.h"
+#include "json.h"
 #include "tokenizer.h"
 
 /* Limits, checked before any prefill so a hostile tool set or text fails at
@@ -30,7 +31,8 @@
  * grows with the square of its length. */
 #define MAX_TOOLS 256
 #define MAX_TOOL_BYTES 8192         /* one tool's compact JSON */
-#define MAX_TOOLS_BYTES 65536       /* all declared tools: each is embedded once for retrieval */
+#define MAX_TOOLS_BYTES 65536       /* all declared tools */
+#define MAX_TOOLS_TOKENS 8192       /* all declared tools: each is embedded once for retrieval */
 #define MAX_TOOLS_BLOCK_TOKENS 2048 /* the rendered tools block (at most five tools) */
 #define MAX_TURN_TOKENS 4096        /* one turn's text: a query or a tool result */
 #define RETRIEVAL_TOP 5
@@ -60,6 +62,7 @@ struct needle_agent {
     /* declared tools (compact JSON each) and the chosen ones */
     char *tools[MAX_TOOLS];
     uint32_t tool_count, chosen[RETRIEVAL_TOP], chosen_count;
+    size_t tool_tokens;     /* of all declared tools, each encoded alone */
     float *tool_embeddings; /* tool_count x embed_dim, when retrieving */
     uint32_t embed_dim;
     int embeddings_given;   /* set by needle_agent_use_tool_embeddings */
@@ -227,6 +230,37 @@ void needle_agent_free(needle_agent *a) {
     free(a);
 }
 
+/* The tool's "name" for an error message (cut to fit), or "unnamed". */
+static void tool_name(const char *text, size_t len, char *out, size_t cap) {
+    nd_json *doc = nd_json_parse(text, len, 64, NULL);
+    const nd_jv *name = doc ? nd_jv_get(nd_json_root(doc), "name") : NULL;
+    if (name && name->type == ND_JSTRING) snprintf(out, cap, "\"%.*s\"", (int)(name->len < 64 ? name->len : 64), name->str);
+    else snprintf(out, cap, "unnamed");
+    nd_json_free(doc);
+}
+
+/* Token limits of one more tool, counted before anything is embedded or
+ * prefilled: a tool longer than the tools block can never be rendered, and
+ * embedding every declared tool costs a prefill of all their tokens. */
+static int check_tool_tokens(needle_agent *a, const char *text, size_t len, needle_error *err) {
+    idlist ids = {0};
+    int status = encode_into(a, &ids, text, len, 0, err);
+    size_t count = ids.len;
+    free(ids.ids);
+    if (status) return status;
+    if (count > MAX_TOOLS_BLOCK_TOKENS) {
+        char name[80];
+        tool_name(text, len, name, sizeof name);
+        return nd_fail(err, NEEDLE_E_ARGUMENT, "tool %u (%s) is %zu tokens, over the tools block's limit of %d",
+                       a->tool_count, name, count, MAX_TOOLS_BLOCK_TOKENS);
+    }
+    if (a->tool_tokens + count > MAX_TOOLS_TOKENS)
+        return nd_fail(err, NEEDLE_E_ARGUMENT, "the tools declared are %zu tokens, over the limit of %d",
+                       a->tool_tokens + count, MAX_TOOLS_TOKENS);
+    a->tool_tokens += count;
+    return NEEDLE_OK;
+}
+
 int needle_agent_add_tool(needle_agent *a, const char *json, size_t len, needle_error *err) {
     if (a->tool_count == MAX_TOOLS)
         return nd_fail(err, NEEDLE_E_ARGUMENT, "more than %d tools", MAX_TOOLS);
@@ -244,6 +278,11 @@ int needle_agent_add_tool(needle_agent *a, const char *json, size_t len, needle_
     char *text = malloc(n + 1);
     if (!text) return nd_fail(err, NEEDLE_E_NOMEM, "out of memory adding a tool");
     needle_json_compact(json, len, text, n + 1, err);
+    int status = check_tool_tokens(a, text, n, err);
+    if (status) {
+        free(text);
+        return status;
+    }
     a->tools[a->tool_count++] = text;
     a->embeddings_given = 0; /* saved embeddings were for the old tool list */
     end_conversation(a);
@@ -432,8 +471,10 @@ int needle_agent_init(needle_agent *a, const char *system, size_t len, needle_er
     needle_grammar_free(g);
     a->chosen_count = a->tool_count < RETRIEVAL_TOP ? a->tool_count : RETRIEVAL_TOP;
     for (uint32_t i = 0; i < a->chosen_count; i++) a->chosen[i] = i;
-    if (a->tool_count > RETRIEVAL_TOP && (status = embed_tools(a, err))) return status;
+    /* The first five tools' block before the embeddings: a block over its
+     * limit fails before the longest work. */
     if ((status = start_conversation(a, err))) return status;
+    if (a->tool_count > RETRIEVAL_TOP && (status = embed_tools(a, err))) return status;
     nd_session_pool_save(a->session, a->pool_prefix);
     return NEEDLE_OK;
 }

@@ -104,8 +104,15 @@ test('limits: a query or tools block over its limit fails at once, naming the li
     agent.free();
     const long = { ...setLight, description: 'a very long description '.repeat(400) };
     await assert.rejects(Needle.create({ model, tools: [long] }), isNeedleError(STATUS.ARGUMENT, /over the limit of 8192/));
-    const wide = Array.from({ length: 5 }, (_, i) => ({ ...setLight, name: `set_light_${i}`, description: 'x y '.repeat(700) }));
+    const wide = Array.from({ length: 5 }, (_, i) => ({ ...setLight, name: `set_light_${i}`, description: 'x y '.repeat(300) }));
     await assert.rejects(Needle.create({ model, tools: wide }), isNeedleError(STATUS.CONTEXT, /tools block is \d+ tokens, over the limit of 2048/));
+    // Token limits are counted as tools are declared, before any embedding or prefill.
+    const tall = { ...setLight, name: 'tall_tool', description: 'q z '.repeat(1100) };
+    await assert.rejects(Needle.create({ model, tools: [tall] }),
+      isNeedleError(STATUS.ARGUMENT, /tool 0 \("tall_tool"\) is \d+ tokens, over the tools block's limit of 2048/));
+    const many = Array.from({ length: 40 }, (_, i) => ({ ...setLight, name: `light_${i}`, description: 'q z '.repeat(120) }));
+    await assert.rejects(Needle.create({ model, tools: many }),
+      isNeedleError(STATUS.ARGUMENT, /the tools declared are \d+ tokens, over the limit of 8192/));
     assert.equal(model.dependents.size, 0, 'a failed create leaves no agent behind');
   } finally {
     await model.free();
