@@ -230,12 +230,17 @@ void needle_agent_free(needle_agent *a) {
     free(a);
 }
 
-/* The tool's "name" for an error message (cut to fit), or "unnamed". */
+/* The tool's "name" for an error message (escaped, cut to fit), or "unnamed". */
 static void tool_name(const char *text, size_t len, char *out, size_t cap) {
     nd_json *doc = nd_json_parse(text, len, 64, NULL);
     const nd_jv *name = doc ? nd_jv_get(nd_json_root(doc), "name") : NULL;
-    if (name && name->type == ND_JSTRING) snprintf(out, cap, "\"%.*s\"", (int)(name->len < 64 ? name->len : 64), name->str);
-    else snprintf(out, cap, "unnamed");
+    if (name && name->type == ND_JSTRING) {
+        char shown[200];
+        nd_escape(shown, sizeof shown, name->str, name->len, 60);
+        snprintf(out, cap, "\"%s\"", shown);
+    } else {
+        snprintf(out, cap, "unnamed");
+    }
     nd_json_free(doc);
 }
 
@@ -249,7 +254,7 @@ static int check_tool_tokens(needle_agent *a, const char *text, size_t len, need
     free(ids.ids);
     if (status) return status;
     if (count > MAX_TOOLS_BLOCK_TOKENS) {
-        char name[80];
+        char name[208];
         tool_name(text, len, name, sizeof name);
         return nd_fail(err, NEEDLE_E_ARGUMENT, "tool %u (%s) is %zu tokens, over the tools block's limit of %d",
                        a->tool_count, name, count, MAX_TOOLS_BLOCK_TOKENS);

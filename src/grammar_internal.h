@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "grammar.h"
 #include "json.h"
 #include "needle.h"
 #include "regex.h"
@@ -233,8 +234,6 @@ static inline const int32_t *nd_leaves_of(const graph *gr, const int32_t *id, ui
     return id;
 }
 
-/* s[0..n) for an error message: JSON escapes, cut with "..." after max bytes (grammar_schema.c). */
-void nd_escape(char *out, size_t cap, const char *s, size_t n, size_t max);
 
 /* 1, with the reason in why, when a value nodes a or b write may validate
  * against the other's schema (grammar_oneof.c). */

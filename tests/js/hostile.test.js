@@ -110,6 +110,8 @@ test('limits: a query or tools block over its limit fails at once, naming the li
     const tall = { ...setLight, name: 'tall_tool', description: 'q z '.repeat(1100) };
     await assert.rejects(Needle.create({ model, tools: [tall] }),
       isNeedleError(STATUS.ARGUMENT, /tool 0 \("tall_tool"\) is \d+ tokens, over the tools block's limit of 2048/));
+    await assert.rejects(Needle.create({ model, tools: [{ ...tall, name: 'tall\n"x' }] }),
+      isNeedleError(STATUS.ARGUMENT, /tool 0 \("tall\\u000a\\"x"\) is \d+ tokens/));
     const many = Array.from({ length: 40 }, (_, i) => ({ ...setLight, name: `light_${i}`, description: 'q z '.repeat(120) }));
     await assert.rejects(Needle.create({ model, tools: many }),
       isNeedleError(STATUS.ARGUMENT, /the tools declared are \d+ tokens, over the limit of 8192/));
