@@ -31,7 +31,7 @@ host_imports() {
 # budget check a call token consults once): compiled for size, which keeps
 # the module under its 300 KB budget; everything else a token runs through
 # is compiled for speed.
-SIZE_SOURCES="src/agent.c src/archive.c src/bench.c src/grammar.c src/grammar_complete.c src/grammar_oneof.c src/grammar_schema.c src/inspect.c src/json.c src/model.c src/regex.c src/tokenizer.c"
+SIZE_SOURCES="src/agent.c src/archive.c src/archive_v3.c src/bench.c src/grammar.c src/grammar_complete.c src/grammar_oneof.c src/grammar_schema.c src/inspect.c src/json.c src/model.c src/regex.c src/tokenizer.c"
 
 # One engine module: OUT, then the variant's flags (-m and -D flags compile,
 # the others link) and extra sources. Standalone, no Emscripten JS glue:
@@ -65,6 +65,10 @@ wasm() {
   relaxed_module dist/needle.wasm dist/needle-relaxed.wasm
   engine_module dist/needle-nosimd.wasm
   threads_module dist/needle-threads.wasm
+  # Needle 3 archives are read (validated, inspected, tokenized) only by this
+  # unshipped variant while their forward pass is written: it keeps the
+  # shipped modules within their budget.
+  engine_module dist/needle3.wasm -msimd128 -DND_SIMD128 -DND_NEEDLE3 $SIMD_SOURCES
   local size f
   for f in dist/needle.wasm dist/needle-threads.wasm; do
     size=$(stat -c %s "$f")
@@ -145,9 +149,9 @@ native() {
   local san="-g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
   for t in tests/c/test_*.c; do
     local name; name=$(basename "$t" .c)
-    cc $CFLAGS_COMMON -Itests/c $san "$t" $ENGINE_SOURCES -lm -o "build/native/$name"
+    cc $CFLAGS_COMMON -DND_NEEDLE3 -Itests/c $san "$t" $ENGINE_SOURCES -lm -o "build/native/$name"
     # The same test as a WASI module with the SIMD kernels, run by tests/js/c-units.test.js.
-    emcc $CFLAGS_COMMON -Itests/c -O2 -msimd128 -DND_SIMD128 -sSTANDALONE_WASM \
+    emcc $CFLAGS_COMMON -DND_NEEDLE3 -Itests/c -O2 -msimd128 -DND_SIMD128 -sSTANDALONE_WASM \
       -sALLOW_MEMORY_GROWTH -sTOTAL_STACK=1048576 --js-library "$(host_imports)" \
       "$t" $ENGINE_SOURCES $SIMD_SOURCES \
       -o "build/wasi/$name.wasm"
@@ -158,7 +162,7 @@ native() {
 fuzz() {
   mkdir -p build
   for target in tests/fuzz/fuzz_*.c; do
-    clang $CFLAGS_COMMON -g -O1 -fsanitize=fuzzer,address,undefined \
+    clang $CFLAGS_COMMON -DND_NEEDLE3 -g -O1 -fsanitize=fuzzer,address,undefined \
       "$target" $ENGINE_SOURCES -lm -o "build/$(basename "$target" .c)"
   done
   echo "built the fuzz targets in build/"

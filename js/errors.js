@@ -15,7 +15,7 @@ export class NeedleError extends Error {
 /** Engine status codes (NEEDLE_E_* of src/needle.h). */
 export const STATUS = Object.freeze({
   OK: 0, FORMAT: 1, NOMEM: 2, ARGUMENT: 3, INCOMPLETE: 4, TOKENIZER: 5, CONTEXT: 6, SCHEMA: 7,
-  ABORTED: 8,
+  ABORTED: 8, UNSUPPORTED: 9,
 });
 
 /** The error of work a signal stopped: `what` stopped, and the reason the caller gave, if any. */

@@ -16,6 +16,8 @@ export declare const STATUS: {
   readonly CONTEXT: 6;
   readonly SCHEMA: 7;
   readonly ABORTED: 8;
+  /** A valid archive this version cannot run yet: a Needle 3 archive loads (inspect, tokenize) but does not run. */
+  readonly UNSUPPORTED: 9;
 };
 
 export type StatusCode = (typeof STATUS)[keyof typeof STATUS];

@@ -82,13 +82,19 @@ export class Model {
   inspect() {
     this.live();
     const { engine } = this;
-    const fields = ['tensorCount', 'codebookLength', 'kvWindow', 'kvBits', 'vocabulary', 'hidden',
+    const fields = ['generation', 'tensorCount', 'codebookLength', 'kvWindow', 'kvBits', 'vocabulary', 'hidden',
       'queryHeads', 'kvHeads', 'layers', 'headDimension', 'maximumSequence', 'hadamardDimension',
       'lanes', 'engramSlots', 'engramSubDimension', 'engramTables', 'engramTaps', 'engramDilation',
       'orderCount', 'siteCount', 'ropeTheta'];
+    // Needle 3 header fields (headDimension is then the q/k head width).
+    if (this.geometry('generation') === 3) {
+      fields.push('outVocabulary', 'vHeadDimension', 'slidingWindow', 'globalMaskLo', 'globalMaskHi',
+        'qkvConvTaps', 'engramSeedHeads');
+    }
     const geometry = Object.fromEntries(fields.map((f) => [f, this.geometry(f)]));
-    geometry.orders = [0, 1, 2, 3].slice(0, geometry.orderCount).map((i) => this.geometry(`orders[${i}]`));
-    geometry.sites = [0, 1, 2, 3].slice(0, geometry.siteCount).map((i) => this.geometry(`sites[${i}]`));
+    const list = (name, count) => Array.from({ length: count }, (_, i) => this.geometry(`${name}[${i}]`));
+    geometry.orders = list('orders', geometry.orderCount);
+    geometry.sites = list('sites', geometry.siteCount);
     const cap = 512;
     const buf = engine.malloc(cap);
     try {

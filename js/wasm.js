@@ -22,6 +22,9 @@ export const VARIANTS = Object.freeze({
   // threads (threadPlan below decides when, THREADS_PROBE whether the host
   // has WebAssembly threads); never picked by fittingVariants.
   threads: Object.freeze({ file: 'needle-threads.wasm', needs: ['simd'], shipped: true, threaded: true }),
+  // SIMD128 that also reads Needle 3 archives (validates, inspects and
+  // tokenizes them; sessions refuse them until their forward pass exists).
+  needle3: Object.freeze({ file: 'needle3.wasm', needs: ['simd'], shipped: false }),
 });
 
 // A module with one function (param v128 v128) (result v128) computing

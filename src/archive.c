@@ -1,10 +1,13 @@
 /* archive.c: parsing and validation of the .cact archive.
  *
- * Layout (little-endian): a 120-byte header (29 u32 fields, then ropeTheta as
- * f32), 28 f32 codebook levels, tensorCount records of 44 bytes, then the
- * blobs the records point at. Records carry no names: a tensor's meaning,
- * dtype and shape follow from its position (spec section 2), so every record
- * is checked against what its position requires.
+ * Layout (little-endian): a header (Needle 2: 120 bytes, 29 u32 fields then
+ * ropeTheta as f32; Needle 3: 196 bytes, 48 u32 then the f32), 28 f32
+ * codebook levels, tensorCount records of 44 bytes, then the blobs the
+ * records point at. The tag says which generation. Records carry no names: a
+ * tensor's meaning, dtype and shape follow from its position (spec section
+ * 2), so every record is checked against what its position requires. This
+ * file holds the container and Needle 2's header and walk; archive_v3.c holds
+ * Needle 3's.
  *
  * Archive bytes are hostile. Every header field is range-checked before a size
  * is derived from it (bounds in archive.h), every derived size uses checked
@@ -14,6 +17,7 @@
  * field and the value.
  */
 #include "archive.h"
+#include "archive_check.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -23,21 +27,11 @@
 
 #include "fp16.h"
 
-#define ND_CODEBOOK_OFFSET ND_HEADER_BYTES
-#define ND_DIRECTORY_OFFSET (ND_HEADER_BYTES + 4u * ND_CODEBOOK_LENGTH)
-
 /* ---- little-endian reads (byte by byte: the bytes may be unaligned) ---- */
 
-static uint32_t rd_u32(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
+#define rd_u32 nd_rd_u32
+#define rd_f32 nd_rd_f32
 static uint64_t rd_u64(const uint8_t *p) { return rd_u32(p) | (uint64_t)rd_u32(p + 4) << 32; }
-static float rd_f32(const uint8_t *p) {
-    uint32_t u = rd_u32(p);
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
 
 /* Checked u64 arithmetic: returns 0 on overflow. */
 static int mul_u64(uint64_t a, uint64_t b, uint64_t *out) {
@@ -65,18 +59,24 @@ int nd_fail(needle_error *err, int code, const char *fmt, ...) {
 /* ---- canonical positions ---------------------------------------------- */
 
 uint32_t nd_layer_tensor(const nd_geometry *g, uint32_t layer, uint32_t which) {
-    return 1 + layer * ND_PER_LAYER + which;
+    /* Needle 3 without the convolution has no taps: later positions move up. */
+    if (g->generation == 3 && !g->conv_taps && which > ND_L3_V) which -= 3;
+    return 1 + layer * g->per_layer + which;
 }
 uint32_t nd_mhc_tensor(const nd_geometry *g, uint32_t which) {
-    return 1 + g->layers * ND_PER_LAYER + which;
+    return 1 + g->layers * g->per_layer + which;
+}
+uint32_t nd_perm_tensor(const nd_geometry *g, uint32_t which) {
+    return nd_mhc_tensor(g, ND_MHC_COUNT) + which;
 }
 uint32_t nd_site_tensor(const nd_geometry *g, uint32_t site, uint32_t which) {
-    return nd_mhc_tensor(g, ND_MHC_COUNT) + site * ND_PER_SITE + which;
+    return nd_mhc_tensor(g, ND_MHC_COUNT) + g->perm_count + site * ND_PER_SITE + which;
 }
 uint32_t nd_final_norm_tensor(const nd_geometry *g) { return nd_site_tensor(g, g->site_count, 0); }
 uint32_t nd_manifest_tensor(const nd_geometry *g) { return nd_final_norm_tensor(g) + 1; }
 uint32_t nd_head_tensor(const nd_geometry *g, uint32_t head, uint32_t which) {
-    return nd_manifest_tensor(g) + 1 + head * ND_PER_HEAD + which;
+    /* Only the last head may have more than per_head tensors (the router). */
+    return nd_manifest_tensor(g) + 1 + head * g->per_head + which;
 }
 uint32_t nd_tokenizer_tensor(const nd_archive *a) { return a->geometry.tensor_count - 1; }
 
@@ -91,31 +91,38 @@ static const char *const kind_names[3] = {"", " (contrastive)", " (confidence)"}
 
 /* The name of position `index` given the geometry and what is known of the
  * heads (kinds[h] = 0 while the manifest has not been read). */
-static void name_of(const nd_geometry *g, uint32_t head_count, const uint32_t kinds[2],
+static void name_of(const nd_geometry *g, uint32_t head_count, const uint32_t kinds[3],
                     uint32_t index, char *buf, size_t cap) {
     uint32_t mhc = nd_mhc_tensor(g, 0), site = nd_site_tensor(g, 0, 0);
     uint32_t final = nd_final_norm_tensor(g), heads = nd_head_tensor(g, 0, 0);
+    int v3 = g->generation == 3;
     if (!cap) return;
     if (index == 0) {
         snprintf(buf, cap, "embedding");
+    } else if (index < mhc && v3) {
+        nd_v3_name(g, head_count, kinds, index, buf, cap);
     } else if (index < mhc) {
         snprintf(buf, cap, "layer %u %s", (index - 1) / ND_PER_LAYER,
                  layer_names[(index - 1) % ND_PER_LAYER]);
-    } else if (index < site) {
+    } else if (index < mhc + ND_MHC_COUNT) {
         snprintf(buf, cap, "mhc %s", mhc_names[index - mhc]);
+    } else if (index < site) {
+        nd_v3_name(g, head_count, kinds, index, buf, cap); /* the permutations */
     } else if (index < final) {
         snprintf(buf, cap, "engram site %u %s", (index - site) / ND_PER_SITE,
                  site_names[(index - site) % ND_PER_SITE]);
     } else if (index == final) {
         snprintf(buf, cap, "final_norm");
+    } else if (index + 1 == g->tensor_count) {
+        snprintf(buf, cap, "tokenizer");
     } else if (head_count && index == final + 1) {
         snprintf(buf, cap, "heads manifest");
+    } else if (head_count && index < g->tensor_count && v3) {
+        nd_v3_name(g, head_count, kinds, index, buf, cap);
     } else if (head_count && index < heads + head_count * ND_PER_HEAD) {
         uint32_t h = (index - heads) / ND_PER_HEAD, kind = kinds[h] <= 2 ? kinds[h] : 0;
         snprintf(buf, cap, "head %u%s %s", h, kind_names[kind],
                  head_names[(index - heads) % ND_PER_HEAD]);
-    } else if (index == final + 1 + (head_count ? 1 + head_count * ND_PER_HEAD : 0)) {
-        snprintf(buf, cap, "tokenizer");
     } else {
         snprintf(buf, cap, "beyond the canonical tensors");
     }
@@ -125,24 +132,9 @@ void nd_tensor_name(const nd_archive *a, uint32_t index, char *buf, size_t cap) 
     name_of(&a->geometry, a->head_count, a->head_kinds, index, buf, cap);
 }
 
-/* ---- the validation context ------------------------------------------- */
+/* ---- errors ------------------------------------------------------------ */
 
-typedef struct {
-    const uint8_t *bytes;
-    size_t avail;          /* bytes present */
-    uint64_t total;        /* size of the whole file */
-    int full;              /* the whole file is present: check blob contents too */
-    nd_geometry g;
-    uint32_t head_count, kinds[2];
-    uint64_t data_start;   /* end of header, codebooks and directory */
-    needle_error *err;
-} nd_check;
-
-/* Fails with "tensor i (name): <message>". */
-#if defined(__GNUC__)
-__attribute__((format(printf, 3, 4)))
-#endif
-static int rec_fail(const nd_check *c, uint32_t index, const char *fmt, ...) {
+int nd_rec_fail(const nd_check *c, uint32_t index, const char *fmt, ...) {
     char name[64], what[192];
     va_list ap;
     name_of(&c->g, c->head_count, c->kinds, index, name, sizeof name);
@@ -167,17 +159,29 @@ static const char *const field_names[F_FIELDS] = {
     "orderCount", "orders[0]", "orders[1]", "orders[2]", "orders[3]", "siteCount", "sites[0]",
     "sites[1]", "sites[2]", "sites[3]", "ropeTheta"};
 
-#if defined(__GNUC__)
-__attribute__((format(printf, 4, 5)))
-#endif
-static int field_fail(needle_error *err, int field, uint32_t value, const char *fmt, ...) {
+int nd_field_vfail(needle_error *err, const char *name, uint32_t field, uint32_t value,
+                   const char *fmt, va_list ap) {
     char what[160];
+    vsnprintf(what, sizeof what, fmt, ap);
+    return nd_fail(err, NEEDLE_E_FORMAT, "header field %s (offset %u) is %u: %s", name, field * 4,
+                   value, what);
+}
+
+ND_PRINTF(4, 5)
+static int field_fail(needle_error *err, int field, uint32_t value, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
+    int rc = nd_field_vfail(err, field_names[field], (uint32_t)field, value, fmt, ap);
     va_end(ap);
-    return nd_fail(err, NEEDLE_E_FORMAT, "header field %s (offset %d) is %u: %s",
-                   field_names[field], field * 4, value, what);
+    return rc;
+}
+
+int nd_theta_fail(needle_error *err, uint32_t field, float theta) {
+    uint32_t bits;
+    memcpy(&bits, &theta, 4);
+    return nd_fail(err, NEEDLE_E_FORMAT,
+                   "header field ropeTheta (offset %u) is %g (0x%08x): expected a finite value > 0",
+                   field * 4, (double)theta, bits);
 }
 
 static void decode_geometry(const uint8_t *p, nd_geometry *g) {
@@ -191,7 +195,8 @@ static void decode_geometry(const uint8_t *p, nd_geometry *g) {
         .lanes = f[F_LANES], .engram_slots = f[F_SLOTS], .engram_sub = f[F_SUB],
         .engram_tables = f[F_TABLES], .engram_taps = f[F_TAPS], .engram_dilation = f[F_DILATION],
         .order_count = f[F_ORDER_COUNT], .site_count = f[F_SITE_COUNT],
-        .rope_theta = rd_f32(p + 4 * F_THETA)};
+        .rope_theta = rd_f32(p + 4 * F_THETA), .generation = 2, .out_vocab = f[F_VOCAB],
+        .v_head_dim = f[F_HEAD_DIM], .per_layer = ND_PER_LAYER, .per_head = ND_PER_HEAD};
     for (int i = 0; i < 4; i++) g->orders[i] = f[F_ORDERS + i], g->sites[i] = f[F_SITES + i];
 }
 
@@ -215,11 +220,7 @@ static int check_ranges(const uint8_t *p, needle_error *err) {
     return NEEDLE_OK;
 }
 
-static uint32_t next_pow2(uint32_t v) {
-    uint32_t p = 1;
-    while (p < v) p <<= 1;
-    return p;
-}
+#define next_pow2 nd_next_pow2
 
 /* Relations between fields (ranges already hold, so products fit in u64). */
 static int check_attention(const nd_geometry *g, needle_error *err) {
@@ -237,13 +238,7 @@ static int check_attention(const nd_geometry *g, needle_error *err) {
         return field_fail(err, F_HADAMARD, g->hadamard_dim,
                           "expected %u (the next power of two >= hidden %u)",
                           next_pow2(g->hidden), g->hidden);
-    if (!(isfinite(g->rope_theta) && g->rope_theta > 0)) {
-        uint32_t bits;
-        memcpy(&bits, &g->rope_theta, 4);
-        return nd_fail(err, NEEDLE_E_FORMAT,
-                       "header field ropeTheta (offset %d) is %g (0x%08x): expected a finite value > 0",
-                       F_THETA * 4, (double)g->rope_theta, bits);
-    }
+    if (!(isfinite(g->rope_theta) && g->rope_theta > 0)) return nd_theta_fail(err, F_THETA, g->rope_theta);
     return NEEDLE_OK;
 }
 
@@ -288,7 +283,14 @@ static int check_header(nd_check *c) {
     if ((rc = check_attention(&c->g, c->err)) || (rc = check_engram(&c->g, c->err)) ||
         (rc = check_count(c)))
         return rc;
-    c->data_start = ND_DIRECTORY_OFFSET + (uint64_t)c->g.tensor_count * ND_RECORD_BYTES;
+    return NEEDLE_OK;
+}
+
+/* The header of either generation, then where the directory ends. */
+static int check_any_header(nd_check *c) {
+    int rc = c->header_bytes == ND_HEADER3_BYTES ? nd_v3_check_header(c) : check_header(c);
+    if (rc) return rc;
+    c->data_start = c->header_bytes + ND_CODEBOOK_BYTES + (uint64_t)c->g.tensor_count * ND_RECORD_BYTES;
     if (c->data_start > c->total)
         return nd_fail(c->err, NEEDLE_E_FORMAT,
                        "file is %llu bytes, shorter than its directory (%u records end at byte %llu)",
@@ -299,10 +301,10 @@ static int check_header(nd_check *c) {
 
 static int check_codebook(const nd_check *c, float *levels) {
     for (uint32_t i = 0; i < ND_CODEBOOK_LENGTH; i++) {
-        float v = rd_f32(c->bytes + ND_CODEBOOK_OFFSET + 4 * i);
+        float v = rd_f32(c->bytes + c->header_bytes + 4 * i);
         if (!isfinite(v))
             return nd_fail(c->err, NEEDLE_E_FORMAT, "codebook entry %u (offset %u) is %g: expected a finite level",
-                           i, ND_CODEBOOK_OFFSET + 4 * i, (double)v);
+                           i, c->header_bytes + 4 * i, (double)v);
         if (levels) levels[i] = v;
     }
     return NEEDLE_OK;
@@ -320,19 +322,12 @@ static void decode_record(const uint8_t *p, nd_record *r) {
     r->bits = rd_u32(p + 40);
 }
 
-typedef struct {
-    uint8_t dtype, rank;
-    uint32_t shape[4];
-} nd_expect;
-
 /* Probe count and output width of a head kind (spec section 2). */
 static uint32_t head_probes(uint32_t kind) { return kind == ND_HEAD_CONTRASTIVE ? 4 : 8; }
 static uint32_t head_out(uint32_t kind) { return kind == ND_HEAD_CONTRASTIVE ? 128 : 1; }
 
-static nd_expect expect_2(uint8_t dtype, uint32_t rows, uint32_t cols) {
-    return (nd_expect){dtype, 2, {rows, cols, 0, 0}};
-}
-static nd_expect expect_1(uint32_t n) { return (nd_expect){ND_FP16, 1, {n, 0, 0, 0}}; }
+#define expect_1 nd_expect_1
+#define expect_2 nd_expect_2
 
 static nd_expect expect_layer(const nd_geometry *g, uint32_t which) {
     uint32_t d = g->hidden, qw = g->query_heads * g->head_dim, kvw = g->kv_heads * g->head_dim;
@@ -350,8 +345,8 @@ static nd_expect expect_layer(const nd_geometry *g, uint32_t which) {
 static nd_expect expect_mhc(const nd_geometry *g, uint32_t which) {
     uint32_t L = g->layers, n = g->lanes, nd = n * g->hidden;
     switch (which) {
-    case ND_M_B_PRE: case ND_M_B_POST: return (nd_expect){ND_FP16, 2, {L, n, 0, 0}};
-    case ND_M_B_RES: return (nd_expect){ND_FP16, 3, {L, n, n, 0}};
+    case ND_M_B_PRE: case ND_M_B_POST: return expect_2(ND_FP16, L, n);
+    case ND_M_B_RES: return nd_expect_3(L, n, n);
     case ND_M_PHI_PRE: case ND_M_PHI_POST: return expect_2(ND_CQ, L * n, nd);
     case ND_M_PHI_RES: return expect_2(ND_CQ, L * n * n, nd);
     default: return expect_1(L); /* a_pre, a_post, a_res */
@@ -367,25 +362,37 @@ static nd_expect expect_site(const nd_geometry *g, uint32_t which) {
     }
 }
 
-/* What position `index` must hold. Head kinds must be known (c->kinds). */
-static nd_expect expect_of(const nd_check *c, uint32_t index) {
-    const nd_geometry *g = &c->g;
-    uint32_t mhc = nd_mhc_tensor(g, 0), site = nd_site_tensor(g, 0, 0);
-    uint32_t final = nd_final_norm_tensor(g), heads = nd_head_tensor(g, 0, 0);
-    if (index == 0) return expect_2(ND_CQ, g->vocab, g->hidden);
-    if (index < mhc) return expect_layer(g, (index - 1) % ND_PER_LAYER);
-    if (index < site) return expect_mhc(g, index - mhc);
-    if (index < final) return expect_site(g, (index - site) % ND_PER_SITE);
-    if (index == final) return expect_1(g->hidden);
-    if (index + 1 == g->tensor_count) return (nd_expect){ND_RAW, 0, {0}};
-    if (index == final + 1) return expect_1(c->head_count);
+/* A Needle 2 head's position. Its kind must be known (c->kinds). */
+static nd_expect expect_head(const nd_check *c, uint32_t index) {
+    uint32_t heads = nd_head_tensor(&c->g, 0, 0), d = c->g.hidden;
     uint32_t kind = c->kinds[(index - heads) / ND_PER_HEAD];
     uint32_t P = head_probes(kind), out = head_out(kind);
     switch ((index - heads) % ND_PER_HEAD) {
-    case ND_H_PROBES: return expect_2(ND_FP16, P, g->hidden);
-    case ND_H_PROJ: return expect_2(ND_FP16, out, P * g->hidden);
+    case ND_H_PROBES: return expect_2(ND_FP16, P, d);
+    case ND_H_PROJ: return expect_2(ND_FP16, out, P * d);
     default: return expect_1(out);
     }
+}
+
+/* What position `index` must hold. The positions the generations share are
+ * here; Needle 3's layers, permutations and heads are in archive_v3.c. */
+static int expect_of(nd_check *c, uint32_t index, const nd_record *r, nd_expect *e) {
+    const nd_geometry *g = &c->g;
+    uint32_t mhc = nd_mhc_tensor(g, 0), site = nd_site_tensor(g, 0, 0);
+    uint32_t final = nd_final_norm_tensor(g);
+    int v3 = g->generation == 3;
+    if (index == 0) *e = expect_2(ND_CQ, g->vocab, g->hidden);
+    else if (index < mhc) return v3 ? nd_v3_expect(c, index, r, e)
+                                    : (*e = expect_layer(g, (index - 1) % ND_PER_LAYER), NEEDLE_OK);
+    else if (index < mhc + ND_MHC_COUNT) *e = expect_mhc(g, index - mhc);
+    else if (index < site) return nd_v3_expect(c, index, r, e); /* the permutations */
+    else if (index < final) *e = expect_site(g, (index - site) % ND_PER_SITE);
+    else if (index == final) *e = expect_1(g->hidden);
+    else if (index + 1 == g->tensor_count) *e = (nd_expect){ND_RAW, 0, 0, {0}};
+    else if (index == final + 1) *e = expect_1(c->head_count);
+    else if (v3) return nd_v3_expect(c, index, r, e);
+    else *e = expect_head(c, index);
+    return NEEDLE_OK;
 }
 
 static const char *dtype_name(uint32_t dtype) {
@@ -414,33 +421,37 @@ uint64_t nd_record_elements(const nd_record *r) {
  * then taken from its probe count (4 contrastive, 8 confidence). */
 static int infer_kind(nd_check *c, uint32_t index, const nd_record *r) {
     uint32_t heads = nd_head_tensor(&c->g, 0, 0);
-    if (!c->head_count || index < heads || index + 1 >= c->g.tensor_count) return NEEDLE_OK;
+    if (c->g.generation != 2 || !c->head_count || index < heads || index + 1 >= c->g.tensor_count)
+        return NEEDLE_OK;
     uint32_t h = (index - heads) / ND_PER_HEAD;
     if (c->kinds[h] || (index - heads) % ND_PER_HEAD != ND_H_PROBES) return NEEDLE_OK;
     uint32_t p = r->rank >= 1 ? r->shape[0] : 0;
     if (p != 4 && p != 8)
-        return rec_fail(c, index, "shape[0] is %u, expected 4 (contrastive) or 8 (confidence)", p);
+        return nd_rec_fail(c, index, "shape[0] is %u, expected 4 (contrastive) or 8 (confidence)", p);
     c->kinds[h] = p == 4 ? ND_HEAD_CONTRASTIVE : ND_HEAD_CONFIDENCE;
     return NEEDLE_OK;
 }
 
 static int check_kind(const nd_check *c, uint32_t index, const nd_record *r, const nd_expect *e) {
     /* Dense tensors are FP16 in released archives; the format also allows FP32. */
-    int dense_ok = e->dtype == ND_FP16 && r->dtype == ND_FP32;
+    int dense = r->dtype == ND_FP16 || r->dtype == ND_FP32;
+    int dense_ok = (e->dtype == ND_FP16 && r->dtype == ND_FP32) || (e->cq_or_dense && dense);
     if (r->dtype != e->dtype && !dense_ok)
-        return rec_fail(c, index, "dtype is %u (%s), expected %u (%s)", r->dtype,
+        return nd_rec_fail(c, index, "dtype is %u (%s), expected %u (%s)", r->dtype,
                         dtype_name(r->dtype), e->dtype, dtype_name(e->dtype));
     if (r->rank > 4 || (e->dtype != ND_RAW && r->rank != e->rank))
-        return rec_fail(c, index, "rank is %u, expected %u", r->rank, e->rank);
+        return nd_rec_fail(c, index, "rank is %u, expected %u", r->rank, e->rank);
     if (e->dtype == ND_RAW) return NEEDLE_OK; /* the tokenizer checks its own blob */
     for (uint32_t i = 0; i < e->rank; i++)
         if (r->shape[i] != e->shape[i])
-            return rec_fail(c, index, "shape[%u] is %u, expected %u", i, r->shape[i], e->shape[i]);
-    if (e->dtype != ND_CQ) return NEEDLE_OK;
-    if (r->bits < 2 || r->bits > 5)
-        return rec_fail(c, index, "bits is %u, expected 2, 3, 4 or 5 (ternary)", r->bits);
+            return nd_rec_fail(c, index, "shape[%u] is %u, expected %u", i, r->shape[i], e->shape[i]);
+    if (r->dtype != ND_CQ) return NEEDLE_OK;
+    uint32_t min_bits = c->g.generation == 3 ? 1 : 2; /* Needle 3 adds binary CQ */
+    if (r->bits < min_bits || r->bits > 5)
+        return nd_rec_fail(c, index, "bits is %u, expected %s2, 3, 4 or 5 (ternary)", r->bits,
+                           min_bits == 1 ? "1, " : "");
     if (r->group < ND_MIN_GROUP || r->group > ND_MAX_GROUP || (r->group & (r->group - 1)))
-        return rec_fail(c, index, "group is %u, expected a power of two in %u..%u", r->group,
+        return nd_rec_fail(c, index, "group is %u, expected a power of two in %u..%u", r->group,
                         ND_MIN_GROUP, ND_MAX_GROUP);
     return NEEDLE_OK;
 }
@@ -448,21 +459,21 @@ static int check_kind(const nd_check *c, uint32_t index, const nd_record *r, con
 static int check_extent(const nd_check *c, uint32_t index, const nd_record *r) {
     uint64_t want = 0;
     if (r->dtype == ND_CQ) {
-        if (!cq_expected_bytes(r, &want)) return rec_fail(c, index, "CQ size overflows");
+        if (!cq_expected_bytes(r, &want)) return nd_rec_fail(c, index, "CQ size overflows");
     } else if (r->dtype != ND_RAW) {
         uint64_t n = nd_record_elements(r);
-        if (!mul_u64(n, r->dtype == ND_FP16 ? 2 : 4, &want)) return rec_fail(c, index, "size overflows");
+        if (!mul_u64(n, r->dtype == ND_FP16 ? 2 : 4, &want)) return nd_rec_fail(c, index, "size overflows");
     }
     if (r->dtype != ND_RAW && r->bytes != want)
-        return rec_fail(c, index, "bytes is %llu, expected %llu%s", (unsigned long long)r->bytes,
+        return nd_rec_fail(c, index, "bytes is %llu, expected %llu%s", (unsigned long long)r->bytes,
                         (unsigned long long)want,
                         r->dtype == ND_CQ ? " (rows*rowBytes + rows*groups*2)"
                         : r->dtype == ND_FP16 ? " (2 per element)" : " (4 per element)");
     if (r->offset < c->data_start)
-        return rec_fail(c, index, "offset %llu lies inside the header, codebooks and directory (bytes 0..%llu)",
+        return nd_rec_fail(c, index, "offset %llu lies inside the header, codebooks and directory (bytes 0..%llu)",
                         (unsigned long long)r->offset, (unsigned long long)c->data_start);
     if (r->bytes > c->total || r->offset > c->total - r->bytes)
-        return rec_fail(c, index, "offset %llu + bytes %llu runs past the end of the file (%llu bytes)",
+        return nd_rec_fail(c, index, "offset %llu + bytes %llu runs past the end of the file (%llu bytes)",
                         (unsigned long long)r->offset, (unsigned long long)r->bytes,
                         (unsigned long long)c->total);
     return NEEDLE_OK;
@@ -476,12 +487,12 @@ static int read_manifest(nd_check *c, uint32_t index, const nd_record *r) {
         float v = r->dtype == ND_FP32 ? rd_f32(p + 4 * h) : nd_fp16_to_f32(half);
         uint32_t code = v == 1.0f ? ND_HEAD_CONTRASTIVE : v == 2.0f ? ND_HEAD_CONFIDENCE : 0;
         if (!code && r->dtype == ND_FP32)
-            return rec_fail(c, index, "element %u is %g, expected 1 (contrastive) or 2 (confidence)",
+            return nd_rec_fail(c, index, "element %u is %g, expected 1 (contrastive) or 2 (confidence)",
                             h, (double)v);
         if (!code)
-            return rec_fail(c, index, "element %u is %g (fp16 0x%04x), expected 1 (contrastive) or 2 (confidence)",
+            return nd_rec_fail(c, index, "element %u is %g (fp16 0x%04x), expected 1 (contrastive) or 2 (confidence)",
                             h, (double)v, half);
-        if (h && c->kinds[0] == code) return rec_fail(c, index, "element %u repeats code %u", h, code);
+        if (h && c->kinds[0] == code) return nd_rec_fail(c, index, "element %u repeats code %u", h, code);
         c->kinds[h] = code;
     }
     return NEEDLE_OK;
@@ -491,11 +502,11 @@ static int read_manifest(nd_check *c, uint32_t index, const nd_record *r) {
  * manifest's when they are present). */
 static int check_record(nd_check *c, uint32_t index, const nd_record *r) {
     int rc;
-    if ((rc = infer_kind(c, index, r))) return rc;
-    nd_expect e = expect_of(c, index);
+    nd_expect e;
+    if ((rc = infer_kind(c, index, r)) || (rc = expect_of(c, index, r, &e))) return rc;
     if ((rc = check_kind(c, index, r, &e)) || (rc = check_extent(c, index, r))) return rc;
     if (c->head_count && index == nd_manifest_tensor(&c->g) && r->offset + r->bytes <= c->avail)
-        return read_manifest(c, index, r);
+        return c->g.generation == 3 ? nd_v3_read_manifest(c, index, r) : read_manifest(c, index, r);
     return NEEDLE_OK;
 }
 
@@ -505,7 +516,7 @@ static int check_fp16(const nd_check *c, uint32_t index, const uint8_t *p, uint6
     for (uint64_t i = 0; i < n; i++) {
         uint16_t h = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
         if ((h & 0x7c00u) == 0x7c00u)
-            return rec_fail(c, index, "%s %llu is %s (fp16 0x%04x)", what, (unsigned long long)i,
+            return nd_rec_fail(c, index, "%s %llu is %s (fp16 0x%04x)", what, (unsigned long long)i,
                             h & 0x3ffu ? "nan" : (h & 0x8000u ? "-inf" : "inf"), h);
     }
     return NEEDLE_OK;
@@ -515,7 +526,7 @@ static int check_fp32(const nd_check *c, uint32_t index, const uint8_t *p, uint6
     for (uint64_t i = 0; i < n; i++) {
         float v = rd_f32(p + 4 * i);
         if (!isfinite(v))
-            return rec_fail(c, index, "element %llu is %g", (unsigned long long)i, (double)v);
+            return nd_rec_fail(c, index, "element %llu is %g", (unsigned long long)i, (double)v);
     }
     return NEEDLE_OK;
 }
@@ -526,7 +537,7 @@ static int check_crumbs(const nd_check *c, uint32_t index, const nd_record *r, u
     for (uint64_t i = 0; i < packed; i++)
         for (int k = 0; k < 4; k++)
             if (((p[i] >> (2 * k)) & 3) == 2)
-                return rec_fail(c, index, "ternary crumb 2 (invalid) at byte offset %llu, bits %d..%d",
+                return nd_rec_fail(c, index, "ternary crumb 2 (invalid) at byte offset %llu, bits %d..%d",
                                 (unsigned long long)(r->offset + i), 2 * k, 2 * k + 1);
     return NEEDLE_OK;
 }
@@ -534,7 +545,10 @@ static int check_crumbs(const nd_check *c, uint32_t index, const nd_record *r, u
 static int check_contents(const nd_check *c, uint32_t index, const nd_record *r) {
     const uint8_t *p = c->bytes + r->offset;
     if (r->dtype == ND_FP16) return check_fp16(c, index, p, r->bytes / 2, "element");
-    if (r->dtype == ND_FP32) return check_fp32(c, index, p, r->bytes / 4);
+    if (r->dtype == ND_FP32) {
+        int rc = check_fp32(c, index, p, r->bytes / 4);
+        return rc || c->g.generation != 3 ? rc : nd_v3_check_contents(c, index, r);
+    }
     if (r->dtype != ND_CQ) return NEEDLE_OK;
     uint64_t rows = r->shape[0], groups = ((uint64_t)r->shape[1] + r->group - 1) / r->group;
     uint64_t packed = r->bytes - rows * groups * 2; /* lengths were checked */
@@ -570,7 +584,7 @@ static int check_overlaps(const nd_check *c, const nd_record *records, uint32_t 
         if (s[i].begin < s[last].end) {
             char other[64];
             name_of(&c->g, c->head_count, c->kinds, s[last].index, other, sizeof other);
-            rc = rec_fail(c, s[i].index, "bytes [%llu, %llu) overlap tensor %u (%s) at [%llu, %llu)",
+            rc = nd_rec_fail(c, s[i].index, "bytes [%llu, %llu) overlap tensor %u (%s) at [%llu, %llu)",
                           (unsigned long long)s[i].begin, (unsigned long long)s[i].end, s[last].index,
                           other, (unsigned long long)s[last].begin, (unsigned long long)s[last].end);
         }
@@ -584,20 +598,27 @@ static int check_overlaps(const nd_check *c, const nd_record *records, uint32_t 
 
 /* Header and codebooks; NEEDLE_E_INCOMPLETE when the prefix is too short. */
 static int check_front(nd_check *c, float *levels) {
-    if (c->avail >= 4 && rd_u32(c->bytes) != ND_TAG)
+    uint32_t tag = c->avail >= 4 ? rd_u32(c->bytes) : ND_TAG; /* sizes below hold for both */
+    if (tag != ND_TAG && tag != ND_TAG3)
         return nd_fail(c->err, NEEDLE_E_FORMAT,
-                       "header field tag (offset 0) is 0x%08x: expected 0x%08x (not a .cact archive)",
-                       rd_u32(c->bytes), ND_TAG);
-    if (c->total < ND_DIRECTORY_OFFSET)
+                       "header field tag (offset 0) is 0x%08x: expected 0x%08x (Needle 2) or 0x%08x "
+                       "(Needle 3), not a .cact archive", tag, ND_TAG, ND_TAG3);
+#ifndef ND_NEEDLE3
+    if (tag == ND_TAG3)
+        return nd_fail(c->err, NEEDLE_E_UNSUPPORTED,
+                       "header field tag (offset 0) is 0x%08x: Needle 3, read by the needle3 variant only", tag);
+#endif
+    c->header_bytes = tag == ND_TAG3 ? ND_HEADER3_BYTES : ND_HEADER_BYTES;
+    uint32_t front = c->header_bytes + ND_CODEBOOK_BYTES;
+    if (c->total < front)
         return nd_fail(c->err, NEEDLE_E_FORMAT,
                        "file is %llu bytes, shorter than the %u-byte header and codebooks",
-                       (unsigned long long)c->total, ND_DIRECTORY_OFFSET);
-    if (c->avail < ND_HEADER_BYTES)
-        return nd_fail(c->err, NEEDLE_E_INCOMPLETE, "need the %u-byte header", ND_HEADER_BYTES);
-    int rc = check_header(c);
+                       (unsigned long long)c->total, front);
+    if (c->avail < c->header_bytes)
+        return nd_fail(c->err, NEEDLE_E_INCOMPLETE, "need the %u-byte header", c->header_bytes);
+    int rc = check_any_header(c);
     if (rc) return rc;
-    if (c->avail < ND_DIRECTORY_OFFSET)
-        return nd_fail(c->err, NEEDLE_E_INCOMPLETE, "need the codebooks");
+    if (c->avail < front) return nd_fail(c->err, NEEDLE_E_INCOMPLETE, "need the codebooks");
     return check_codebook(c, levels);
 }
 
@@ -605,7 +626,8 @@ static int check_front(nd_check *c, float *levels) {
 static int check_records(nd_check *c, nd_record *records, uint32_t n) {
     for (uint32_t i = 0; i < n; i++) {
         int rc;
-        decode_record(c->bytes + ND_DIRECTORY_OFFSET + (size_t)i * ND_RECORD_BYTES, &records[i]);
+        decode_record(c->bytes + c->header_bytes + ND_CODEBOOK_BYTES + (size_t)i * ND_RECORD_BYTES,
+                      &records[i]);
         if ((rc = check_record(c, i, &records[i]))) return rc;
         if (c->full && (rc = check_contents(c, i, &records[i]))) return rc;
     }
@@ -628,8 +650,11 @@ int nd_archive_parse(const uint8_t *bytes, size_t size, nd_archive *a, needle_er
     a->geometry = c.g;
     a->weight_group = records[0].group;
     a->head_count = c.head_count;
-    a->head_kinds[0] = c.kinds[0];
-    a->head_kinds[1] = c.kinds[1];
+    for (int h = 0; h < 3; h++) {
+        a->head_kinds[h] = c.kinds[h];
+        a->head_probes[h] = c.head_probes[h];
+        a->head_queries[h] = c.head_queries[h];
+    }
     a->records = records;
     a->bytes = bytes;
     a->size = size;
@@ -651,7 +676,7 @@ int nd_archive_check_prefix(const uint8_t *bytes, size_t size, uint64_t total_si
     int rc = check_front(&c, NULL);
     if (rc) return rc;
     uint32_t n = c.g.tensor_count;
-    uint64_t present = (size - ND_DIRECTORY_OFFSET) / ND_RECORD_BYTES;
+    uint64_t present = (size - c.header_bytes - ND_CODEBOOK_BYTES) / ND_RECORD_BYTES;
     nd_record *records = calloc(n, sizeof *records);
     if (!records) return nd_fail(err, NEEDLE_E_NOMEM, "out of memory for %u records", n);
     rc = check_records(&c, records, present < n ? (uint32_t)present : n);

@@ -8,24 +8,43 @@
 #include <stdint.h>
 #include "needle.h"
 
-#define ND_TAG 0x05e12a83u
+#define ND_TAG 0x05e12a83u        /* Needle 2 */
 #define ND_HEADER_BYTES 120u
+#define ND_TAG3 0x05e12a84u       /* Needle 3 (spec needle3-model.md section 2) */
+#define ND_HEADER3_BYTES 196u
 #define ND_RECORD_BYTES 44u
 #define ND_CODEBOOK_LENGTH 28u /* CQ2 4 levels, CQ3 8, CQ4 16 */
 #define ND_TERNARY_BITS 5u     /* record marker, stored as 2-bit crumbs */
 #define ND_TERNARY_LEVEL 1.2240064f
 
 enum { ND_FP16 = 1, ND_FP32 = 2, ND_CQ = 3, ND_RAW = 4 };
-enum { ND_HEAD_CONTRASTIVE = 1, ND_HEAD_CONFIDENCE = 2 };
+/* Head codes of the manifest. Needle 2: 1 contrastive, 2 confidence;
+ * Needle 3: 1 embedding (the same role), 2 confidence, 3 router. */
+enum { ND_HEAD_CONTRASTIVE = 1, ND_HEAD_CONFIDENCE = 2, ND_HEAD_ROUTER = 3 };
+
+#define ND_MAX_SITES 16u /* Needle 2 headers hold 4 sites, Needle 3 headers 16 */
 
 typedef struct {
+    uint32_t generation; /* 2 or 3, from the tag */
     uint32_t tensor_count, codebook_length, kv_window, kv_bits;
     uint32_t vocab, hidden, query_heads, kv_heads, layers, head_dim, max_seq;
     uint32_t hadamard_dim, lanes;
     uint32_t engram_slots, engram_sub, engram_tables, engram_taps, engram_dilation;
     uint32_t order_count, orders[4];
-    uint32_t site_count, sites[4];
+    uint32_t site_count, sites[ND_MAX_SITES];
     float rope_theta;
+    /* Needle 3 fields; a Needle 2 header implies the values in brackets.
+     * head_dim above is the q/k head width. */
+    uint32_t out_vocab;      /* scored embedding rows [vocab] */
+    uint32_t v_head_dim;     /* [head_dim] */
+    uint32_t sliding_window; /* local layers' band, 0 = every layer global [0] */
+    uint64_t global_mask;    /* bit i: layer i attends globally [0] */
+    uint32_t conv_taps;      /* causal depthwise q/k/v convolution width, 0 = none [0] */
+    uint32_t engram_seed_heads; /* table seed stride, 0 = engramTables/orderCount [0] */
+    /* Canonical walk, derived from the above by archive.c. */
+    uint32_t per_layer;      /* tensors per layer: 14 (Needle 2), 27 or 24 (Needle 3 with or without conv) */
+    uint32_t perm_count;     /* Hadamard MLP permutations after the mHC tensors: 0 or 2 */
+    uint32_t per_head;       /* tensors per head before any extras: 3 or 6 (the router adds calibration) */
 } nd_geometry;
 
 typedef struct {
@@ -47,6 +66,22 @@ enum {
 };
 enum { ND_S_TABLES, ND_S_KEY, ND_S_VALUE, ND_S_TAPS, ND_PER_SITE };
 enum { ND_H_PROBES, ND_H_PROJ, ND_H_BIAS, ND_PER_HEAD };
+/* Needle 3 positions: every layer holds these 27 in order, less the three
+ * taps when conv_taps is 0; each head holds ND_H3_PER_HEAD, the router one
+ * more (calibration). */
+enum {
+    ND_L3_NORM_IN, ND_L3_Q, ND_L3_K, ND_L3_V, ND_L3_Q_TAPS, ND_L3_K_TAPS, ND_L3_V_TAPS,
+    ND_L3_Q_NORM, ND_L3_K_NORM, ND_L3_GATE, ND_L3_OUT, ND_L3_POST_NORM, ND_L3_ATTN_GATE,
+    ND_L3_PRE_HADA, ND_L3_D1, ND_L3_D2, ND_L3_B2, ND_L3_D3, ND_L3_D4, ND_L3_W1A, ND_L3_W1B,
+    ND_L3_W2A, ND_L3_W2B, ND_L3_W3A, ND_L3_W3B, ND_L3_COND_V, ND_L3_COND_U, ND_PER_LAYER3
+};
+enum { ND_P3_P1, ND_P3_P2, ND_PERMS3 };
+enum {
+    ND_H3_PROBES, ND_H3_GAIN, ND_H3_QUERY, ND_H3_ROW_BIAS, ND_H3_PROJ, ND_H3_BIAS,
+    ND_H3_PER_HEAD, ND_H3_CALIBRATION = ND_H3_PER_HEAD
+};
+#define ND_COND_RANK 8u      /* Needle 3 MLP conditioning rank */
+#define ND_MAX_HEAD_CELLS 64u /* Needle 3 probes per cell (k) and queries (q) per head */
 
 /* Bounds archive.c enforces on the header, chosen so that every size the
  * engine derives (tensor elements, rows, widths, per-position cache sizes)
@@ -57,7 +92,7 @@ enum { ND_H_PROBES, ND_H_PROJ, ND_H_BIAS, ND_PER_HEAD };
 #define ND_MAX_HEADS 256u         /* queryHeads; kvHeads <= queryHeads */
 #define ND_MAX_HEAD_DIM 1024u
 #define ND_MAX_ATTN_WIDTH 65536u  /* queryHeads * headDimension */
-#define ND_MAX_LAYERS 256u
+#define ND_MAX_LAYERS 256u        /* Needle 3: 64 (the global mask's bits) */
 #define ND_MAX_SEQ (1u << 20)     /* maximumSequence and kvWindow */
 #define ND_MAX_LANES 4u           /* the released model uses 4 */
 #define ND_MAX_SLOTS (1u << 22)   /* engramSlots; tables * slots rows < 2^28 */
@@ -74,16 +109,18 @@ typedef struct {
     nd_geometry geometry;
     float codebook[ND_CODEBOOK_LENGTH];
     uint32_t weight_group;  /* the group the codebooks were divided by (record 0's) */
-    uint32_t head_count;    /* probe heads present (0, 1 or 2) */
-    uint32_t head_kinds[2]; /* ND_HEAD_* in archive order */
+    uint32_t head_count;    /* probe heads present (0..2 in Needle 2, 0..3 in Needle 3) */
+    uint32_t head_kinds[3]; /* ND_HEAD_* in archive order */
+    uint32_t head_probes[3], head_queries[3]; /* Needle 3: k and q of each head */
     nd_record *records;     /* tensor_count records, owned */
     const uint8_t *bytes;   /* the caller's archive bytes (not owned) */
     size_t size;
 } nd_archive;
 
-/* Index of canonical tensors. */
+/* Index of canonical tensors (which: ND_L_* in Needle 2, ND_L3_* in Needle 3). */
 uint32_t nd_layer_tensor(const nd_geometry *g, uint32_t layer, uint32_t which);
 uint32_t nd_mhc_tensor(const nd_geometry *g, uint32_t which);
+uint32_t nd_perm_tensor(const nd_geometry *g, uint32_t which); /* Needle 3 */
 uint32_t nd_site_tensor(const nd_geometry *g, uint32_t site, uint32_t which);
 uint32_t nd_final_norm_tensor(const nd_geometry *g);
 /* Heads (only when a->head_count > 0): the manifest, then per head `which`

@@ -4,12 +4,17 @@
  *
  * needle_model_geometry(model, field) takes the seed's JS field names
  * ("tensorCount", "vocabulary", "hidden", ..., "ropeTheta"), the array
- * entries as "orders[0]".."orders[3]" and "sites[0]".."sites[3]", and three
- * derived values: "weightGroup" (the CQ group of record 0), "headCount" and
- * "heads[0]"/"heads[1]" (ND_HEAD_* codes, 0 when absent). Unknown names give -1.
+ * entries as "orders[0]".."orders[3]" and "sites[0]".."sites[15]",
+ * "generation" (2 or 3), Needle 3's fields ("outVocabulary",
+ * "vHeadDimension", "slidingWindow", "globalMaskLo", "globalMaskHi",
+ * "qkvConvTaps", "engramSeedHeads"; a Needle 2 archive gives the values its
+ * header implies), and derived values: "weightGroup" (the CQ group of record
+ * 0), "headCount" and "heads[0]".."heads[2]" (ND_HEAD_* codes, 0 when
+ * absent). Unknown names give -1.
  */
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,24 +27,37 @@ needle_error *needle_error_new(void) { return calloc(1, sizeof(needle_error)); }
 
 void needle_error_free(needle_error *err) { free(err); }
 
-/* The u32 header fields by seed name (ropeTheta, the f32, is handled apart). */
+/* The u32 header fields by seed name (ropeTheta, the f32, and the 64-bit
+ * global mask are handled apart), as offsets into nd_geometry. */
+#define FIELD(name, member) {name, offsetof(nd_geometry, member)}
+static const struct { const char *name; uint16_t offset; } u32_fields[] = {
+    FIELD("tensorCount", tensor_count), FIELD("codebookLength", codebook_length),
+    FIELD("kvWindow", kv_window), FIELD("kvBits", kv_bits), FIELD("vocabulary", vocab),
+    FIELD("hidden", hidden), FIELD("queryHeads", query_heads), FIELD("kvHeads", kv_heads),
+    FIELD("layers", layers), FIELD("headDimension", head_dim), FIELD("maximumSequence", max_seq),
+    FIELD("hadamardDimension", hadamard_dim), FIELD("lanes", lanes),
+    FIELD("engramSlots", engram_slots), FIELD("engramSubDimension", engram_sub),
+    FIELD("engramTables", engram_tables), FIELD("engramTaps", engram_taps),
+    FIELD("engramDilation", engram_dilation), FIELD("orderCount", order_count),
+    FIELD("orders[0]", orders[0]), FIELD("orders[1]", orders[1]), FIELD("orders[2]", orders[2]),
+    FIELD("orders[3]", orders[3]), FIELD("siteCount", site_count), FIELD("generation", generation),
+    FIELD("outVocabulary", out_vocab), FIELD("vHeadDimension", v_head_dim),
+    FIELD("slidingWindow", sliding_window), FIELD("qkvConvTaps", conv_taps),
+    FIELD("engramSeedHeads", engram_seed_heads),
+};
+
 static int geometry_u32(const nd_geometry *g, const char *field, uint32_t *out) {
-    const struct { const char *name; uint32_t value; } fields[] = {
-        {"tensorCount", g->tensor_count}, {"codebookLength", g->codebook_length},
-        {"kvWindow", g->kv_window}, {"kvBits", g->kv_bits}, {"vocabulary", g->vocab},
-        {"hidden", g->hidden}, {"queryHeads", g->query_heads}, {"kvHeads", g->kv_heads},
-        {"layers", g->layers}, {"headDimension", g->head_dim}, {"maximumSequence", g->max_seq},
-        {"hadamardDimension", g->hadamard_dim}, {"lanes", g->lanes},
-        {"engramSlots", g->engram_slots}, {"engramSubDimension", g->engram_sub},
-        {"engramTables", g->engram_tables}, {"engramTaps", g->engram_taps},
-        {"engramDilation", g->engram_dilation}, {"orderCount", g->order_count},
-        {"orders[0]", g->orders[0]}, {"orders[1]", g->orders[1]}, {"orders[2]", g->orders[2]},
-        {"orders[3]", g->orders[3]}, {"siteCount", g->site_count}, {"sites[0]", g->sites[0]},
-        {"sites[1]", g->sites[1]}, {"sites[2]", g->sites[2]}, {"sites[3]", g->sites[3]},
-    };
-    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
-        if (!strcmp(field, fields[i].name)) return *out = fields[i].value, 1;
-    return 0;
+    for (size_t i = 0; i < sizeof u32_fields / sizeof u32_fields[0]; i++)
+        if (!strcmp(field, u32_fields[i].name))
+            return memcpy(out, (const char *)g + u32_fields[i].offset, 4), 1;
+    if (!strcmp(field, "globalMaskLo")) return *out = (uint32_t)g->global_mask, 1;
+    if (!strcmp(field, "globalMaskHi")) return *out = (uint32_t)(g->global_mask >> 32), 1;
+    if (strncmp(field, "sites[", 6)) return 0;
+    uint32_t site = 0;
+    const char *p = field + 6;
+    for (; *p >= '0' && *p <= '9' && site < ND_MAX_SITES; p++) site = site * 10 + (uint32_t)(*p - '0');
+    if (p == field + 6 || site >= ND_MAX_SITES || strcmp(p, "]")) return 0;
+    return *out = g->sites[site], 1;
 }
 
 double needle_model_geometry(const needle_model *model, const char *field) {
@@ -52,6 +70,7 @@ double needle_model_geometry(const needle_model *model, const char *field) {
     if (!strcmp(field, "headCount")) return a->head_count;
     if (!strcmp(field, "heads[0]")) return a->head_count > 0 ? a->head_kinds[0] : 0;
     if (!strcmp(field, "heads[1]")) return a->head_count > 1 ? a->head_kinds[1] : 0;
+    if (!strcmp(field, "heads[2]")) return a->head_count > 2 ? a->head_kinds[2] : 0;
     return -1;
 }
 

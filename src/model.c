@@ -254,6 +254,8 @@ static int kv_levels(needle_model *m, needle_error *err) {
     return NEEDLE_OK;
 }
 
+static int load_tokenizer(needle_model *m, needle_error *err);
+
 static int load_all(needle_model *m, float **f32, needle_error *err) {
     const nd_archive *a = &m->archive;
     const nd_geometry *g = &a->geometry;
@@ -273,13 +275,20 @@ static int load_all(needle_model *m, float **f32, needle_error *err) {
     if (!rc) rc = dense_view(a, f32, nd_final_norm_tensor(g), g->hidden, &m->final_norm, err);
     if (!rc) rc = load_heads(m, f32, err);
     if (!rc) rc = kv_levels(m, err);
-    if (rc) return rc;
+    return rc ? rc : load_tokenizer(m, err);
+}
+
+/* The tokenizer from the last (RAW) record, its size checked against the vocabulary. */
+static int load_tokenizer(needle_model *m, needle_error *err) {
+    const nd_archive *a = &m->archive;
+    const nd_geometry *g = &a->geometry;
     const nd_record *tr = &a->records[nd_tokenizer_tensor(a)];
     m->tokenizer = needle_tokenizer_load(a->bytes + tr->offset, (size_t)tr->bytes, err);
     if (!m->tokenizer) return err ? err->code : NEEDLE_E_TOKENIZER;
-    if (needle_tokenizer_size(m->tokenizer) != g->vocab)
-        return nd_fail(err, NEEDLE_E_FORMAT, "tokenizer has %u pieces, vocabulary is %u",
-                       needle_tokenizer_size(m->tokenizer), g->vocab);
+    /* Needle 3 allows fewer pieces than embedding rows (needle3-model.md section 2). */
+    uint32_t pieces = needle_tokenizer_size(m->tokenizer);
+    if (g->generation == 3 ? pieces > g->vocab : pieces != g->vocab)
+        return nd_fail(err, NEEDLE_E_FORMAT, "tokenizer has %u pieces, vocabulary is %u", pieces, g->vocab);
     m->pad_id = needle_tokenizer_special(m->tokenizer, 0);
     m->window = nd_model_default_window(g);
     return NEEDLE_OK;
@@ -316,7 +325,7 @@ static int repack_all(needle_model *m, uint8_t *w, needle_error *err) {
 
 needle_model *needle_model_load_ex(uint8_t *bytes, size_t size, uint32_t flags, needle_error *err) {
     needle_model *m = needle_model_load(bytes, size, err);
-    if (m && (flags & NEEDLE_LOAD_REPACK) && repack_all(m, bytes, err)) {
+    if (m && (flags & NEEDLE_LOAD_REPACK) && m->layers && repack_all(m, bytes, err)) {
         needle_model_free(m);
         return NULL;
     }
@@ -331,6 +340,12 @@ needle_model *needle_model_load(const uint8_t *bytes, size_t size, needle_error 
     int rc = nd_archive_parse(bytes, size, &m->archive, err);
     if (rc) { free(m); return NULL; }
     m->fingerprint = nd_fnv1a(ND_FNV_OFFSET, bytes, size);
+    if (m->archive.geometry.generation == 3) {
+        /* Validated and inspectable; sessions refuse it until the Needle 3
+         * forward pass exists (needle_session_new). */
+        if (load_tokenizer(m, err)) { needle_model_free(m); return NULL; }
+        return m;
+    }
     float **f32 = calloc(m->archive.geometry.tensor_count, sizeof *f32);
     rc = f32 ? load_all(m, f32, err)
              : nd_fail(err, NEEDLE_E_NOMEM, "no memory for the tensor table");

@@ -11,7 +11,6 @@
 #include "cq.h"
 #include "needle.h"
 
-#define ND_MAX_SITES 4u
 #define ND_MAX_HEAD_KINDS 2u
 #define ND_KV_GROUP 64u /* CQ KV quantisation group (spec section 5) */
 

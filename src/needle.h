@@ -55,7 +55,8 @@ enum {
     NEEDLE_E_TOKENIZER = 5,  /* the tokenizer blob is malformed */
     NEEDLE_E_CONTEXT = 6,    /* a sequence does not fit the session */
     NEEDLE_E_SCHEMA = 7,     /* a tool schema cannot be compiled */
-    NEEDLE_E_ABORTED = 8     /* the caller stopped the call */
+    NEEDLE_E_ABORTED = 8,    /* the caller stopped the call */
+    NEEDLE_E_UNSUPPORTED = 9 /* a valid archive this version cannot run (a Needle 3 archive) */
 };
 
 #define NEEDLE_ERROR_MESSAGE 256

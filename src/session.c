@@ -1135,6 +1135,10 @@ static int session_alloc(needle_session *s, needle_error *err) {
 needle_session *needle_session_new(const needle_model *model, uint32_t window, uint32_t sinks,
                                    int exact, needle_error *err) {
     if (!model) { nd_fail(err, NEEDLE_E_ARGUMENT, "model is NULL"); return NULL; }
+    if (model->archive.geometry.generation != 2) {
+        nd_fail(err, NEEDLE_E_UNSUPPORTED, "a Needle 3 archive: read (inspect, tokenize), not run yet");
+        return NULL;
+    }
     if (window > ND_MAX_SEQ || sinks > ND_MAX_SEQ) {
         nd_fail(err, NEEDLE_E_ARGUMENT, "window %u or sinks %u exceeds %u", window, sinks, ND_MAX_SEQ);
         return NULL;
