@@ -25,6 +25,8 @@ export const HEAD_SHAPES = {
 // randn); obtained by running that procedure, so archives written here carry
 // the same f32 codebook bytes as the reference's.
 export const LLOYD_MAX_LEVELS = {
+  // Binary (Needle 3 only, not in the header): the analytic +-sqrt(2/pi).
+  1: [-Math.sqrt(2 / Math.PI), Math.sqrt(2 / Math.PI)],
   2: [-1.5066708475715247, -0.4514406093934405, 0.4529474939511613, 1.5099326242547164],
   3: [-2.141247862845774, -1.3337164609389893, -0.7483982925010272, -0.23774016363616238,
     0.2500446195658646, 0.7555868210708537, 1.3379826350451236, 2.1476362705161427],

@@ -192,7 +192,7 @@ export function quantiseCq(dense, rows, cols, bits, group) {
   return blob;
 }
 
-function fp16Blob(values) {
+export function fp16Blob(values) {
   const blob = new Uint8Array(values.length * 2);
   const view = new DataView(blob.buffer);
   for (let i = 0; i < values.length; i++) view.setUint16(i * 2, toFp16(values[i]), true);
@@ -219,10 +219,18 @@ function randomValues(name, shape, rng) {
   }
   if (NORM_SCALES.test(leaf)) return gaussian(0.1);
   if (leaf === 'attn_gate') return gaussian(1);
-  if (/^d[123]$/.test(leaf)) return fill(() => (rng.next() & 1 ? -1 : 1) * (0.75 + 0.5 * rng.uniform()));
+  if (/^d[1-4]$/.test(leaf)) return fill(() => (rng.next() & 1 ? -1 : 1) * (0.75 + 0.5 * rng.uniform()));
   if (/^a_(pre|post|res)$/.test(leaf)) return fill(() => 0.1 + 0.9 * rng.uniform());
   if (/^b_(pre|post|res)$/.test(leaf)) return gaussian(0.1);
   if (leaf === 'taps') return gaussian(0.5);
+  // Needle 3: q/k/v convolution taps, the MLP's bias, Kronecker factors
+  // (near-orthogonal) and conditioning, the heads' gains, queries and row biases.
+  if (/^[qkv]_taps$/.test(leaf)) return gaussian(0.5);
+  if (leaf === 'b2' || leaf === 'row_bias' || leaf === 'calibration') return gaussian(0.1);
+  if (/^w[123][ab]$/.test(leaf)) return gaussian(1 / Math.sqrt(shape[shape.length - 1]));
+  if (leaf === 'cond_v') return gaussian(1 / Math.sqrt(shape[0]));
+  if (leaf === 'cond_u') return gaussian(0.1);
+  if (leaf === 'gain' || leaf === 'query') return gaussian(1);
   if (leaf === 'probes') return gaussian(1);
   if (leaf === 'proj') return gaussian(1 / Math.sqrt(shape[1]));
   if (leaf === 'bias') return gaussian(0.1);
@@ -297,14 +305,15 @@ function tokenizerPieceCount(tokenizer) {
 
 // ---------------------------------------------------------------- writer
 
-function bitsFor(option, name, index) {
+/** The record bits of a tensor from the `bits` option (Needle 3 adds 1). */
+export function bitsFor(option, name, index, widths = [2, 3, 4]) {
   const bits = typeof option === 'function' ? option(name, index) : option;
   if (bits === 'ternary') return TERNARY_RECORD_BITS;
-  if (![2, 3, 4].includes(bits)) throw new Error(`tensor ${index} (${name}): bits ${bits} must be 2, 3, 4 or 'ternary'`);
+  if (!widths.includes(bits)) throw new Error(`tensor ${index} (${name}): bits ${bits} must be ${widths.join(', ')} or 'ternary'`);
   return bits;
 }
 
-function groupFor(option, name, index) {
+export function groupFor(option, name, index) {
   const group = typeof option === 'function' ? option(name, index) : option;
   if (!isPow2(group) || group < 8 || group > 4096) {
     throw new Error(`tensor ${index} (${name}): group ${group} must be a power of two in 8..4096`);
@@ -312,7 +321,7 @@ function groupFor(option, name, index) {
   return group;
 }
 
-function denseValues(options, name, shape, index) {
+export function denseValues(options, name, shape, index) {
   const count = shape.reduce((a, b) => a * b, 1);
   const given = options.weights ? options.weights(name, shape) : null;
   if (given !== null && given !== undefined) {
@@ -355,17 +364,24 @@ export function writeCact(options) {
   const kinds = headKinds(options.heads ?? false);
   const tensors = canonicalTensors(g, { heads: kinds });
   const encoded = tensors.map((t, i) => encodeTensor(options, t, i, kinds));
-  const directoryEnd = HEADER_BYTES + CODEBOOK_LENGTH * 4 + tensors.length * RECORD_BYTES;
-  let pos = directoryEnd;
+  return assembleArchive(HEADER_BYTES, (view) => writeHeader(view, g, tensors.length), encoded);
+}
+
+/** The archive bytes: a header of headerBytes (filled by writeHeader(view)),
+ *  the codebooks of record 0's group, the directory, then the encoded
+ *  tensors' blobs, each 64-byte aligned. Both generations share this. */
+export function assembleArchive(headerBytes, writeHeader, encoded) {
+  const directory = headerBytes + CODEBOOK_LENGTH * 4;
+  let pos = directory + encoded.length * RECORD_BYTES;
   for (const e of encoded) { e.offset = align(pos); pos = e.offset + e.blob.length; }
   if (!Number.isSafeInteger(pos)) throw new Error('archive too large');
   const bytes = new Uint8Array(pos);
   const view = new DataView(bytes.buffer);
-  writeHeader(view, g, tensors.length);
+  writeHeader(view);
   const codebook = headerCodebook(encoded[0].group);
-  codebook.forEach((v, i) => view.setFloat32(HEADER_BYTES + i * 4, v, true));
+  codebook.forEach((v, i) => view.setFloat32(headerBytes + i * 4, v, true));
   encoded.forEach((e, i) => {
-    writeRecord(view, HEADER_BYTES + CODEBOOK_LENGTH * 4 + i * RECORD_BYTES, e);
+    writeRecord(view, directory + i * RECORD_BYTES, e);
     bytes.set(e.blob, e.offset);
   });
   return bytes;

@@ -3,79 +3,17 @@
 // the right tensor or header field. The messages come from the engine's
 // needle_archive_check_prefix (given the whole file it validates everything,
 // blob contents included) and, when the module exports it, needle_model_load.
-//
-// Engine module: dist/needle.wasm when it exists, else a small module built
-// here from src/archive.c and src/inspect.c only (build/archive-only.wasm),
-// so these tests do not wait for the rest of the engine to link.
+// Needle 3 archives: archive3.test.js.
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync } from 'node:fs';
-import { execFileSync } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 
-import { instantiateEngine } from '../../js/wasm.js';
+import { STATUS, assertRejected, checkPrefix, startEngine } from './archive-check.js';
 import { writeCact, makeTestTokenizerBlob, syntheticPieces, TINY_GEOMETRY } from '../../js/cact-writer.js';
 import { canonicalTensors } from '../../js/cact-format.js';
 
-const root = fileURLToPath(new URL('../..', import.meta.url));
-const STATUS = { OK: 0, FORMAT: 1, INCOMPLETE: 4 };
 const DIRECTORY = 120 + 28 * 4;
 
-function engineUrl() {
-  const dist = `${root}/dist/needle.wasm`;
-  if (existsSync(dist)) return new URL(`file://${dist}`);
-  mkdirSync(`${root}/build`, { recursive: true });
-  const out = `${root}/build/archive-only.wasm`;
-  execFileSync('emcc', ['-std=c11', '-O2', '-Isrc', '--no-entry', '-sSTANDALONE_WASM', '-sALLOW_MEMORY_GROWTH',
-    '-sEXPORTED_FUNCTIONS=_needle_archive_check_prefix,_needle_error_new,_needle_error_free,_malloc,_free',
-    'src/archive.c', 'src/inspect.c', '-o', out],
-  { cwd: root, env: { ...process.env, NODE_PATH: process.env.NODE_PATH ?? '/usr/share/nodejs' } });
-  return new URL(`file://${out}`);
-}
-
-let x; // the module's exports
-let err;
-
-before(async () => {
-  ({ exports: x } = await instantiateEngine(engineUrl()));
-  err = x.needle_error_new();
-});
-
-function message() {
-  const bytes = new Uint8Array(x.memory.buffer, err + 4, 256);
-  return new TextDecoder().decode(bytes.subarray(0, bytes.indexOf(0)));
-}
-
-/** Copies bytes into wasm memory, runs fn(ptr), frees. */
-function withBytes(bytes, fn) {
-  const ptr = x.malloc(Math.max(1, bytes.length));
-  new Uint8Array(x.memory.buffer).set(bytes, ptr);
-  try { return fn(ptr); } finally { x.free(ptr); }
-}
-
-/** { status, message } of check_prefix over the first `size` bytes of a file of `total`. */
-function checkPrefix(bytes, size = bytes.length, total = bytes.length) {
-  return withBytes(bytes.subarray(0, size), (ptr) => {
-    const status = x.needle_archive_check_prefix(ptr, size, total, err);
-    return { status, message: status ? message() : '' };
-  });
-}
-
-/** Asserts the whole file is rejected with a message matching `pattern`,
- *  by check_prefix and (when exported) needle_model_load. */
-function assertRejected(bytes, pattern) {
-  const got = checkPrefix(bytes);
-  assert.equal(got.status, STATUS.FORMAT, `accepted; wanted ${pattern}`);
-  assert.match(got.message, pattern);
-  if (x.needle_model_load) {
-    withBytes(bytes, (ptr) => {
-      const model = x.needle_model_load(ptr, bytes.length, err);
-      if (model) x.needle_model_free(model);
-      assert.equal(model, 0, 'needle_model_load accepted it');
-      assert.match(message(), pattern);
-    });
-  }
-}
+before(startEngine);
 
 // ---- a valid archive and helpers to break it ---------------------------
 

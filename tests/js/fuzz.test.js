@@ -9,6 +9,8 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { writeCact, makeTestTokenizerBlob, syntheticPieces } from '../../js/cact-writer.js';
+import { writeCact3 } from '../../js/cact3-writer.js';
+import { TINY3_GEOMETRY } from '../../js/cact3-format.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const SECONDS = 15;
@@ -46,7 +48,11 @@ function grammarBugs() {
 const SEEDS = {
   archive: [writeCact({ geometry: { hidden: 32, queryHeads: 2, kvHeads: 1, headDimension: 16, layers: 1, lanes: 2,
     engramSlots: 16, engramSubDimension: 8, engramTables: 2, orders: [2], sites: [0], maximumSequence: 64, kvWindow: 16 },
-  seed: 1, bits: 2, group: 32, heads: true, tokenizer })],
+  seed: 1, bits: 2, group: 32, heads: true, tokenizer }),
+  // Needle 3: the convolution, two heads (one of them the router), two sites.
+  writeCact3({ geometry: { ...TINY3_GEOMETRY, layers: 2, globalLayers: [1], sites: [0, 1], engramSlots: 16 },
+    seed: 1, bits: 2, group: 32, tokenizer,
+    heads: [{ kind: 'confidence', probes: 2, queries: 1 }, { kind: 'router', probes: 1, queries: 1 }] })],
   tokenizer: [join(tokenizer, [0], 'hello world {"a":1} <tool_call> \u00e9\u{1F600}')],
   grammar: [join(tools, [0], call), join(tools, [0], '[]'), ...grammarBugs()],
   agent: [join(tools.slice(1, -1), [0x1e], '{"name":"n","parameters":{"type":"object","properties":{"a":{"type":"string","minLength":10000}},"required":["a"]}}',
