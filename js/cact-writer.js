@@ -206,7 +206,7 @@ const NORM_SCALES = /(norm_in|post_norm|pre_hada|q_norm|k_norm|final_norm)$/;
 /** Random values for one tensor, scaled so activations stay near unit RMS:
  *  matrices ~ N(0, 1/fan_in), norm scales near 0 (zcrms uses 1 + s), Hadamard
  *  diagonals of magnitude near 1 with random signs, mHC gains in [0.1, 1]. */
-function randomValues(name, shape, rng) {
+export function randomValues(name, shape, rng) {
   const count = shape.reduce((a, b) => a * b, 1);
   const out = new Float32Array(count);
   const fill = (fn) => { for (let i = 0; i < count; i++) out[i] = fn(); return out; };

@@ -84,7 +84,7 @@ function checkGeometry(g) {
   if (![2, 3, 4, 8].includes(g.kvBits)) fail(`kvBits ${g.kvBits}`);
 }
 
-function readRecord(view, offset, fileLength, index) {
+export function readRecord(view, offset, fileLength, index) {
   const rank = view.getUint8(offset + 1);
   if (rank > 4) throw new Error(`tensor ${index}: rank ${rank} > 4`);
   const start = view.getBigUint64(offset + 20, true);
@@ -107,6 +107,10 @@ const product = (shape) => shape.reduce((a, b) => a * b, 1);
 /** Levels of one CQ record: header levels * sqrt(weightGroup / recordGroup) (spec section 5);
  *  ternary (bits 5) crumbs 0, 1, 3 are 0, +c, -c over sqrt(recordGroup); crumb 2 is invalid. */
 function recordLevels(codebook, weightGroup, record) {
+  if (record.bits === 1) { // binary (Needle 3): the analytic +-sqrt(2/pi)
+    const c = Math.sqrt(2 / Math.PI) / Math.sqrt(record.group);
+    return Float64Array.from([-c, c]);
+  }
   if (record.bits === TERNARY_RECORD_BITS) {
     const c = TERNARY_LEVEL / Math.sqrt(record.group);
     return Float64Array.from([0, c, NaN, -c]);
@@ -120,7 +124,7 @@ function decodeCq(bytes, record, index, codebook, weightGroup) {
   const { shape, group, bits } = record;
   if (shape.length !== 2) throw new Error(`tensor ${index}: CQ rank ${shape.length} != 2`);
   if (!isPowerOfTwo(group)) throw new Error(`tensor ${index}: CQ group ${group} not a power of two`);
-  if (![2, 3, 4, TERNARY_RECORD_BITS].includes(bits)) throw new Error(`tensor ${index}: CQ bits ${bits}`);
+  if (![1, 2, 3, 4, TERNARY_RECORD_BITS].includes(bits)) throw new Error(`tensor ${index}: CQ bits ${bits}`);
   const [rows, cols] = shape;
   const streamBits = bits === TERNARY_RECORD_BITS ? 2 : bits;
   const groups = Math.ceil(cols / group);
@@ -141,7 +145,7 @@ function decodeCq(bytes, record, index, codebook, weightGroup) {
   };
 }
 
-function decodeTensor(bytes, record, index, codebook, weightGroup) {
+export function decodeTensor(bytes, record, index, codebook, weightGroup) {
   const { dtype, shape, offset } = record;
   const view = new DataView(bytes.buffer, bytes.byteOffset + offset, record.bytes);
   if (dtype === DTYPE.FP16 || dtype === DTYPE.FP32) {
@@ -213,7 +217,7 @@ export function matrixRow(t, r) {
   return t.data.subarray(r * cols, (r + 1) * cols);
 }
 
-function tokenizerInfo(blob) {
+export function tokenizerInfo(blob) {
   if (blob.length < 24) throw new Error(`tokenizer blob of ${blob.length} bytes < 24`);
   const v = new DataView(blob.buffer, blob.byteOffset, blob.length);
   return {
