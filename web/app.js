@@ -64,6 +64,9 @@ function explainLoadError(error, needle2 = false) {
     case STATUS.FORMAT:
       return /not a \.cact archive/.test(error.message) ? 'This file is not a .cact archive.'
         : 'This .cact archive is damaged, or not one this engine can read.';
+    case STATUS.UNSUPPORTED:
+      return 'This is a Needle 3 archive. This version of needle-wasm checks Needle 3 files but runs only ' +
+        'Needle 2 models so far.';
     case STATUS.NOMEM: return 'This browser tab does not have enough memory for this model. Close other tabs and try again.';
     case STATUS.TOKENIZER: return 'The tokenizer inside this archive is damaged.';
     case 'HTTP':

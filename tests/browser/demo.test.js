@@ -23,6 +23,11 @@ import Ajv from 'ajv';
 import { startServer } from '../../web/serve.js';
 import { PRESETS, ALL_TOOLS, toolsFor } from '../../web/presets.js';
 import { loadModelInThread, Needle } from '../../js/index.js';
+import { makeTestTokenizerBlob, syntheticPieces } from '../../js/cact-writer.js';
+import { writeCact3 } from '../../js/cact3-writer.js';
+import { TINY3_GEOMETRY } from '../../js/cact3-format.js';
+
+const needle3Archive = () => writeCact3({ geometry: TINY3_GEOMETRY, tokenizer: makeTestTokenizerBlob(syntheticPieces(300)), group: 32 });
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const shots = `${root}/build/screenshots`;
@@ -260,6 +265,12 @@ test('demo page: load, tools errors, run, tool result, stop, reset, bad file, UR
   assert.equal(await page.locator('#result-form').isHidden(), true);
   assert.equal(await page.locator('#agent-error').isHidden(), true);
   assert.equal(await text(page, 'stat-state'), 'ready');
+  // A Needle 3 archive: said so in words; the demo model stays active.
+  await page.setInputFiles('#file', { name: 'needle3.cact', mimeType: 'application/octet-stream', buffer: Buffer.from(needle3Archive()) });
+  await page.waitForFunction(() => /needle3\.cact/.test(document.getElementById('load-status').textContent));
+  assert.match(await page.locator('#error .error-main').textContent(), /^This is a Needle 3 archive\. .*runs only Needle 2 models so far\.$/);
+  assert.match(await page.locator('#error .error-detail').textContent(), /tag \(offset 0\) is 0x05e12a84: Needle 3.*\(code 9\)$/);
+  assert.match(await text(page, 'active-model'), DEMO_ACTIVE);
   assert.equal(await page.locator('#run').isEnabled(), true);
   await shot(page, '8-corrupt-file');
 
