@@ -76,3 +76,25 @@ export function assertRejected(bytes, pattern) {
     });
   }
 }
+
+/** Editors of an archive's bytes for the tests that break it one way each:
+ *  directory is where its records start, names its tensors in walk order.
+ *  The set* helpers return mutators (bytes) => void. */
+export function archiveEditors(directory, names) {
+  const at = (name) => {
+    const i = names.indexOf(name);
+    assert.ok(i >= 0, name);
+    return i;
+  };
+  const view = (b) => new DataView(b.buffer, b.byteOffset, b.byteLength);
+  const rec = (i) => directory + 44 * i;
+  const blobOffset = (b, i) => Number(view(b).getBigUint64(rec(i) + 20, true));
+  return {
+    at, view, rec, blobOffset,
+    setField: (field, value) => (b) => view(b).setUint32(field * 4, value, true),
+    setRec32: (name, byte, value) => (b) => view(b).setUint32(rec(at(name)) + byte, value, true),
+    setRec64: (name, byte, value) => (b) => view(b).setBigUint64(rec(at(name)) + byte, BigInt(value), true),
+    setF32: (name, element, value) => (b) => view(b).setFloat32(blobOffset(b, at(name)) + 4 * element, value, true),
+    setF16: (name, element, value) => (b) => view(b).setUint16(blobOffset(b, at(name)) + 2 * element, value, true),
+  };
+}

@@ -7,7 +7,7 @@
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { STATUS, assertRejected, checkPrefix, startEngine } from './archive-check.js';
+import { STATUS, archiveEditors, assertRejected, checkPrefix, startEngine } from './archive-check.js';
 import { writeCact, makeTestTokenizerBlob, syntheticPieces, TINY_GEOMETRY } from '../../js/cact-writer.js';
 import { canonicalTensors } from '../../js/cact-format.js';
 
@@ -20,18 +20,7 @@ before(startEngine);
 const tokenizer = makeTestTokenizerBlob(syntheticPieces(512));
 const make = (options = {}) => writeCact({ geometry: TINY_GEOMETRY, seed: 3, heads: true, tokenizer, bits: 2, group: 32, ...options });
 const names = canonicalTensors({ ...TINY_GEOMETRY, vocabulary: 512 }, { heads: true }).map((t) => t.name);
-const at = (name) => {
-  const i = names.indexOf(name);
-  assert.ok(i >= 0, name);
-  return i;
-};
-
-const view = (b) => new DataView(b.buffer, b.byteOffset, b.byteLength);
-const rec = (i) => DIRECTORY + 44 * i;
-const blobOffset = (b, i) => Number(view(b).getBigUint64(rec(i) + 20, true));
-const setField = (field, value) => (b) => view(b).setUint32(field * 4, value, true);
-const setRec32 = (name, byte, value) => (b) => view(b).setUint32(rec(at(name)) + byte, value, true);
-const setRec64 = (name, byte, value) => (b) => view(b).setBigUint64(rec(at(name)) + byte, BigInt(value), true);
+const { at, view, rec, blobOffset, setField, setRec32, setRec64 } = archiveEditors(DIRECTORY, names);
 
 test('a writer-made archive is valid, whole and in every streamed prefix', () => {
   const bytes = make();

@@ -5,7 +5,7 @@
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { STATUS, assertRejected, checkPrefix, startEngine } from './archive-check.js';
+import { STATUS, archiveEditors, assertRejected, checkPrefix, startEngine } from './archive-check.js';
 import { makeTestTokenizerBlob, syntheticPieces } from '../../js/cact-writer.js';
 import { writeCact3 } from '../../js/cact3-writer.js';
 import {
@@ -23,19 +23,7 @@ const HEADS = [{ kind: 'embedding', probes: 2, queries: 3 }, { kind: 'confidence
   { kind: 'router', probes: 1, queries: 2 }];
 const make = (options = {}) => writeCact3({ geometry: TINY3_GEOMETRY, tokenizer, heads: HEADS, group: 32, seed: 3, ...options });
 const names = canonicalTensors3({ ...TINY3_GEOMETRY, vocabulary: 300 }, { heads: HEADS }).map((t) => t.name);
-const at = (name) => {
-  const i = names.indexOf(name);
-  assert.ok(i >= 0, name);
-  return i;
-};
-
-const view = (b) => new DataView(b.buffer, b.byteOffset, b.byteLength);
-const rec = (i) => DIRECTORY + 44 * i;
-const blobOffset = (b, i) => Number(view(b).getBigUint64(rec(i) + 20, true));
-const setField = (field, value) => (b) => view(b).setUint32(field * 4, value, true);
-const setRec32 = (name, byte, value) => (b) => view(b).setUint32(rec(at(name)) + byte, value, true);
-const setF32 = (name, element, value) => (b) => view(b).setFloat32(blobOffset(b, at(name)) + 4 * element, value, true);
-const setF16 = (name, element, value) => (b) => view(b).setUint16(blobOffset(b, at(name)) + 2 * element, value, true);
+const { at, view, rec, blobOffset, setField, setRec32, setF32, setF16 } = archiveEditors(DIRECTORY, names);
 
 test('the released walk has the spec\'s 581 tensors, dtype split and element count', () => {
   const tensors = canonicalTensors3(RELEASED3_GEOMETRY, { heads: RELEASED3_HEADS });
