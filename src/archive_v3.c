@@ -238,8 +238,8 @@ static int expect_probes(nd_check *c, uint32_t index, uint32_t h, const nd_recor
             return nd_rec_fail(c, index, "shape[0] is %u, expected (layers+1)*k = %u*k", rows, cells);
         *e = nd_expect_2(ND_CQ, cells * (k ? k : 1), d);
     }
-    if (k > ND_MAX_HEAD_CELLS)
-        return nd_rec_fail(c, index, "has %u probes per cell, at most %u", k, ND_MAX_HEAD_CELLS);
+    if (!k || k > ND_MAX_HEAD_CELLS)
+        return nd_rec_fail(c, index, "has %u probes per cell, expected 1..%u", k, ND_MAX_HEAD_CELLS);
     c->head_probes[h] = k;
     return NEEDLE_OK;
 }

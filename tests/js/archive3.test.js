@@ -118,6 +118,14 @@ for (const [what, mutate, pattern] of CASES) {
   });
 }
 
+test('rejects Needle 3: an older dense head with no probes', () => {
+  const heads = [{ kind: 'confidence', probes: 4, queries: 4, dense: true }];
+  const bytes = make({ heads });
+  const probes = canonicalTensors3({ ...TINY3_GEOMETRY, vocabulary: 300 }, { heads }).findIndex((t) => t.name === 'confidence_head.probes');
+  view(bytes).setUint32(rec(probes) + 8, 0, true); // [layers+1, k, hidden] with k = 0
+  assertRejected(bytes, new RegExp(`^tensor ${probes} \\(head 0 \\(confidence\\) probes\\): has 0 probes per cell, expected 1\\.\\.64$`));
+});
+
 test('a streamed Needle 3 prefix names a head kind from its projection before the manifest is read', () => {
   const bytes = make();
   setRec32('router_head.proj', 4, 128)(bytes); // an embedding's width in the router's slot
