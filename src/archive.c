@@ -29,9 +29,7 @@
 
 /* ---- little-endian reads (byte by byte: the bytes may be unaligned) ---- */
 
-#define rd_u32 nd_rd_u32
-#define rd_f32 nd_rd_f32
-static uint64_t rd_u64(const uint8_t *p) { return rd_u32(p) | (uint64_t)rd_u32(p + 4) << 32; }
+static uint64_t rd_u64(const uint8_t *p) { return nd_rd_u32(p) | (uint64_t)nd_rd_u32(p + 4) << 32; }
 
 /* Checked u64 arithmetic: returns 0 on overflow. */
 static int mul_u64(uint64_t a, uint64_t b, uint64_t *out) {
@@ -186,7 +184,7 @@ int nd_theta_fail(needle_error *err, uint32_t field, float theta) {
 
 static void decode_geometry(const uint8_t *p, nd_geometry *g) {
     uint32_t f[F_THETA];
-    for (int i = 0; i < F_THETA; i++) f[i] = rd_u32(p + 4 * i);
+    for (int i = 0; i < F_THETA; i++) f[i] = nd_rd_u32(p + 4 * i);
     *g = (nd_geometry){
         .tensor_count = f[F_COUNT], .codebook_length = f[F_CODEBOOK], .kv_window = f[F_WINDOW],
         .kv_bits = f[F_KV_BITS], .vocab = f[F_VOCAB], .hidden = f[F_HIDDEN],
@@ -195,7 +193,7 @@ static void decode_geometry(const uint8_t *p, nd_geometry *g) {
         .lanes = f[F_LANES], .engram_slots = f[F_SLOTS], .engram_sub = f[F_SUB],
         .engram_tables = f[F_TABLES], .engram_taps = f[F_TAPS], .engram_dilation = f[F_DILATION],
         .order_count = f[F_ORDER_COUNT], .site_count = f[F_SITE_COUNT],
-        .rope_theta = rd_f32(p + 4 * F_THETA), .generation = 2, .out_vocab = f[F_VOCAB],
+        .rope_theta = nd_rd_f32(p + 4 * F_THETA), .generation = 2, .out_vocab = f[F_VOCAB],
         .v_head_dim = f[F_HEAD_DIM], .per_layer = ND_PER_LAYER, .per_head = ND_PER_HEAD};
     for (int i = 0; i < 4; i++) g->orders[i] = f[F_ORDERS + i], g->sites[i] = f[F_SITES + i];
 }
@@ -212,15 +210,13 @@ static const struct { uint8_t field; uint32_t lo, hi; } field_ranges[] = {
 
 static int check_ranges(const uint8_t *p, needle_error *err) {
     for (size_t i = 0; i < sizeof field_ranges / sizeof field_ranges[0]; i++) {
-        uint32_t v = rd_u32(p + 4 * field_ranges[i].field);
+        uint32_t v = nd_rd_u32(p + 4 * field_ranges[i].field);
         if (v < field_ranges[i].lo || v > field_ranges[i].hi)
             return field_fail(err, field_ranges[i].field, v, "expected %u..%u",
                               field_ranges[i].lo, field_ranges[i].hi);
     }
     return NEEDLE_OK;
 }
-
-#define next_pow2 nd_next_pow2
 
 /* Relations between fields (ranges already hold, so products fit in u64). */
 static int check_attention(const nd_geometry *g, needle_error *err) {
@@ -234,10 +230,10 @@ static int check_attention(const nd_geometry *g, needle_error *err) {
     if ((uint64_t)g->query_heads * g->head_dim > ND_MAX_ATTN_WIDTH)
         return field_fail(err, F_HEAD_DIM, g->head_dim, "queryHeads*headDimension %llu exceeds %u",
                           (unsigned long long)g->query_heads * g->head_dim, ND_MAX_ATTN_WIDTH);
-    if (g->hadamard_dim != next_pow2(g->hidden))
+    if (g->hadamard_dim != nd_next_pow2(g->hidden))
         return field_fail(err, F_HADAMARD, g->hadamard_dim,
                           "expected %u (the next power of two >= hidden %u)",
-                          next_pow2(g->hidden), g->hidden);
+                          nd_next_pow2(g->hidden), g->hidden);
     if (!(isfinite(g->rope_theta) && g->rope_theta > 0)) return nd_theta_fail(err, F_THETA, g->rope_theta);
     return NEEDLE_OK;
 }
@@ -301,7 +297,7 @@ static int check_any_header(nd_check *c) {
 
 static int check_codebook(const nd_check *c, float *levels) {
     for (uint32_t i = 0; i < ND_CODEBOOK_LENGTH; i++) {
-        float v = rd_f32(c->bytes + c->header_bytes + 4 * i);
+        float v = nd_rd_f32(c->bytes + c->header_bytes + 4 * i);
         if (!isfinite(v))
             return nd_fail(c->err, NEEDLE_E_FORMAT, "codebook entry %u (offset %u) is %g: expected a finite level",
                            i, c->header_bytes + 4 * i, (double)v);
@@ -315,50 +311,48 @@ static int check_codebook(const nd_check *c, float *levels) {
 static void decode_record(const uint8_t *p, nd_record *r) {
     r->dtype = p[0];
     r->rank = p[1];
-    for (int i = 0; i < 4; i++) r->shape[i] = rd_u32(p + 4 + 4 * i);
+    for (int i = 0; i < 4; i++) r->shape[i] = nd_rd_u32(p + 4 + 4 * i);
     r->offset = rd_u64(p + 20);
     r->bytes = rd_u64(p + 28);
-    r->group = rd_u32(p + 36);
-    r->bits = rd_u32(p + 40);
+    r->group = nd_rd_u32(p + 36);
+    r->bits = nd_rd_u32(p + 40);
 }
 
 /* Probe count and output width of a head kind (spec section 2). */
 static uint32_t head_probes(uint32_t kind) { return kind == ND_HEAD_CONTRASTIVE ? 4 : 8; }
 static uint32_t head_out(uint32_t kind) { return kind == ND_HEAD_CONTRASTIVE ? 128 : 1; }
 
-#define expect_1 nd_expect_1
-#define expect_2 nd_expect_2
 
 static nd_expect expect_layer(const nd_geometry *g, uint32_t which) {
     uint32_t d = g->hidden, qw = g->query_heads * g->head_dim, kvw = g->kv_heads * g->head_dim;
     switch (which) {
-    case ND_L_Q: case ND_L_GATE: return expect_2(ND_CQ, qw, d);
-    case ND_L_K: case ND_L_V: return expect_2(ND_CQ, kvw, d);
-    case ND_L_OUT: return expect_2(ND_CQ, d, qw);
-    case ND_L_Q_NORM: case ND_L_K_NORM: return expect_1(g->head_dim);
-    case ND_L_ATTN_GATE: return expect_1(1);
-    case ND_L_D1: case ND_L_D2: case ND_L_D3: return expect_1(g->hadamard_dim);
-    default: return expect_1(d); /* norm_in, post_norm, pre_hada */
+    case ND_L_Q: case ND_L_GATE: return nd_expect_2(ND_CQ, qw, d);
+    case ND_L_K: case ND_L_V: return nd_expect_2(ND_CQ, kvw, d);
+    case ND_L_OUT: return nd_expect_2(ND_CQ, d, qw);
+    case ND_L_Q_NORM: case ND_L_K_NORM: return nd_expect_1(g->head_dim);
+    case ND_L_ATTN_GATE: return nd_expect_1(1);
+    case ND_L_D1: case ND_L_D2: case ND_L_D3: return nd_expect_1(g->hadamard_dim);
+    default: return nd_expect_1(d); /* norm_in, post_norm, pre_hada */
     }
 }
 
 static nd_expect expect_mhc(const nd_geometry *g, uint32_t which) {
     uint32_t L = g->layers, n = g->lanes, nd = n * g->hidden;
     switch (which) {
-    case ND_M_B_PRE: case ND_M_B_POST: return expect_2(ND_FP16, L, n);
+    case ND_M_B_PRE: case ND_M_B_POST: return nd_expect_2(ND_FP16, L, n);
     case ND_M_B_RES: return nd_expect_3(L, n, n);
-    case ND_M_PHI_PRE: case ND_M_PHI_POST: return expect_2(ND_CQ, L * n, nd);
-    case ND_M_PHI_RES: return expect_2(ND_CQ, L * n * n, nd);
-    default: return expect_1(L); /* a_pre, a_post, a_res */
+    case ND_M_PHI_PRE: case ND_M_PHI_POST: return nd_expect_2(ND_CQ, L * n, nd);
+    case ND_M_PHI_RES: return nd_expect_2(ND_CQ, L * n * n, nd);
+    default: return nd_expect_1(L); /* a_pre, a_post, a_res */
     }
 }
 
 static nd_expect expect_site(const nd_geometry *g, uint32_t which) {
     uint32_t width = g->engram_tables * g->engram_sub;
     switch (which) {
-    case ND_S_TABLES: return expect_2(ND_CQ, g->engram_tables * g->engram_slots, g->engram_sub);
-    case ND_S_TAPS: return expect_2(ND_FP16, g->engram_taps, g->hidden);
-    default: return expect_2(ND_CQ, g->hidden, width); /* key_proj, value_proj */
+    case ND_S_TABLES: return nd_expect_2(ND_CQ, g->engram_tables * g->engram_slots, g->engram_sub);
+    case ND_S_TAPS: return nd_expect_2(ND_FP16, g->engram_taps, g->hidden);
+    default: return nd_expect_2(ND_CQ, g->hidden, width); /* key_proj, value_proj */
     }
 }
 
@@ -368,9 +362,9 @@ static nd_expect expect_head(const nd_check *c, uint32_t index) {
     uint32_t kind = c->kinds[(index - heads) / ND_PER_HEAD];
     uint32_t P = head_probes(kind), out = head_out(kind);
     switch ((index - heads) % ND_PER_HEAD) {
-    case ND_H_PROBES: return expect_2(ND_FP16, P, d);
-    case ND_H_PROJ: return expect_2(ND_FP16, out, P * d);
-    default: return expect_1(out);
+    case ND_H_PROBES: return nd_expect_2(ND_FP16, P, d);
+    case ND_H_PROJ: return nd_expect_2(ND_FP16, out, P * d);
+    default: return nd_expect_1(out);
     }
 }
 
@@ -381,15 +375,15 @@ static int expect_of(nd_check *c, uint32_t index, const nd_record *r, nd_expect 
     uint32_t mhc = nd_mhc_tensor(g, 0), site = nd_site_tensor(g, 0, 0);
     uint32_t final = nd_final_norm_tensor(g);
     int v3 = g->generation == 3;
-    if (index == 0) *e = expect_2(ND_CQ, g->vocab, g->hidden);
+    if (index == 0) *e = nd_expect_2(ND_CQ, g->vocab, g->hidden);
     else if (index < mhc) return v3 ? nd_v3_expect(c, index, r, e)
                                     : (*e = expect_layer(g, (index - 1) % ND_PER_LAYER), NEEDLE_OK);
     else if (index < mhc + ND_MHC_COUNT) *e = expect_mhc(g, index - mhc);
     else if (index < site) return nd_v3_expect(c, index, r, e); /* the permutations */
     else if (index < final) *e = expect_site(g, (index - site) % ND_PER_SITE);
-    else if (index == final) *e = expect_1(g->hidden);
+    else if (index == final) *e = nd_expect_1(g->hidden);
     else if (index + 1 == g->tensor_count) *e = (nd_expect){ND_RAW, 0, 0, {0}};
-    else if (index == final + 1) *e = expect_1(c->head_count);
+    else if (index == final + 1) *e = nd_expect_1(c->head_count);
     else if (v3) return nd_v3_expect(c, index, r, e);
     else *e = expect_head(c, index);
     return NEEDLE_OK;
@@ -484,7 +478,7 @@ static int read_manifest(nd_check *c, uint32_t index, const nd_record *r) {
     for (uint32_t h = 0; h < c->head_count; h++) {
         const uint8_t *p = c->bytes + r->offset;
         uint16_t half = (uint16_t)(p[2 * h] | p[2 * h + 1] << 8);
-        float v = r->dtype == ND_FP32 ? rd_f32(p + 4 * h) : nd_fp16_to_f32(half);
+        float v = r->dtype == ND_FP32 ? nd_rd_f32(p + 4 * h) : nd_fp16_to_f32(half);
         uint32_t code = v == 1.0f ? ND_HEAD_CONTRASTIVE : v == 2.0f ? ND_HEAD_CONFIDENCE : 0;
         if (!code && r->dtype == ND_FP32)
             return nd_rec_fail(c, index, "element %u is %g, expected 1 (contrastive) or 2 (confidence)",
@@ -524,7 +518,7 @@ static int check_fp16(const nd_check *c, uint32_t index, const uint8_t *p, uint6
 
 static int check_fp32(const nd_check *c, uint32_t index, const uint8_t *p, uint64_t n) {
     for (uint64_t i = 0; i < n; i++) {
-        float v = rd_f32(p + 4 * i);
+        float v = nd_rd_f32(p + 4 * i);
         if (!isfinite(v))
             return nd_rec_fail(c, index, "element %llu is %g", (unsigned long long)i, (double)v);
     }
@@ -598,7 +592,7 @@ static int check_overlaps(const nd_check *c, const nd_record *records, uint32_t 
 
 /* Header and codebooks; NEEDLE_E_INCOMPLETE when the prefix is too short. */
 static int check_front(nd_check *c, float *levels) {
-    uint32_t tag = c->avail >= 4 ? rd_u32(c->bytes) : ND_TAG; /* sizes below hold for both */
+    uint32_t tag = c->avail >= 4 ? nd_rd_u32(c->bytes) : ND_TAG; /* sizes below hold for both */
     if (tag != ND_TAG && tag != ND_TAG3)
         return nd_fail(c->err, NEEDLE_E_FORMAT,
                        "header field tag (offset 0) is 0x%08x: expected 0x%08x (Needle 2) or 0x%08x "
@@ -701,7 +695,7 @@ int nd_record_dense(const nd_archive *a, uint32_t index, float *out) {
     if (r->dtype == ND_FP16) {
         for (uint64_t i = 0; i < n; i++) out[i] = nd_load_fp16(p + 2 * i);
     } else if (r->dtype == ND_FP32) {
-        for (uint64_t i = 0; i < n; i++) out[i] = rd_f32(p + 4 * i);
+        for (uint64_t i = 0; i < n; i++) out[i] = nd_rd_f32(p + 4 * i);
     } else {
         return NEEDLE_E_ARGUMENT;
     }

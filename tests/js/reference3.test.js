@@ -87,6 +87,6 @@ test('the Needle 3 reference computes the Needle 2 model when the new parts are 
       const range = Math.max(...row) - Math.min(...row);
       row.forEach((x, i) => { worst = Math.max(worst, Math.abs(x - b[p][i]) / range); });
     });
-    assert.ok(worst < 1e-12, `${JSON.stringify(options)}: max difference ${worst} of the logit range`);
+    assert.ok(worst < 1e-14, `${JSON.stringify(options)}: max difference ${worst} of the logit range`);
   }
 });

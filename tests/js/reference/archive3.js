@@ -32,8 +32,8 @@ function readHeader3(view) {
 
 /** The Kronecker split [ba, bb] of N: ba = 2^floor(bitlen(N-1)/2). */
 export function kronecker(N) {
-  const ba = 2 ** Math.floor((N - 1).toString(2).length / 2);
-  return N === 1 ? [1, 1] : [ba, N / ba];
+  const ba = 2 ** Math.floor((32 - Math.clz32(N - 1)) / 2); // bitlen(N - 1): 0 for N = 1
+  return [ba, N / ba];
 }
 
 /** Names every tensor of the walk (section 3) and checks its dtype and shape. */
