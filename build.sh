@@ -27,11 +27,12 @@ host_imports() {
 }
 
 # Sources that run once per load or per prompt (parsing, tokenizing, the
-# agent's bookkeeping) and the call grammar's shortest-completion bound (a
-# budget check a call token consults once): compiled for size, which keeps
-# the module under its 300 KB budget; everything else a token runs through
-# is compiled for speed.
-SIZE_SOURCES="src/agent.c src/archive.c src/archive_v3.c src/bench.c src/grammar.c src/grammar_complete.c src/grammar_oneof.c src/grammar_schema.c src/inspect.c src/json.c src/model.c src/regex.c src/tokenizer.c"
+# agent's bookkeeping), the call grammar's shortest-completion bound (a
+# budget check a call token consults once) and the sampler (one pass over
+# the logits a token, beside a forward pass over every weight): compiled for
+# size, which keeps the module under its 300 KB budget; everything else a
+# token runs through is compiled for speed.
+SIZE_SOURCES="src/agent.c src/archive.c src/archive_v3.c src/bench.c src/grammar.c src/grammar_complete.c src/grammar_oneof.c src/grammar_schema.c src/inspect.c src/json.c src/model.c src/regex.c src/sampler.c src/tokenizer.c"
 
 # One engine module: OUT, then the variant's flags (-m and -D flags compile,
 # the others link) and extra sources. Standalone, no Emscripten JS glue:
@@ -65,9 +66,8 @@ wasm() {
   relaxed_module dist/needle.wasm dist/needle-relaxed.wasm
   engine_module dist/needle-nosimd.wasm
   threads_module dist/needle-threads.wasm
-  # Needle 3 archives are read (validated, inspected, tokenized) only by this
-  # unshipped variant while their forward pass is written: it keeps the
-  # shipped modules within their budget.
+  # Needle 3 archives run in this variant only (js/model.js picks it by the
+  # archive's tag): it keeps the Needle 2 modules within their budget.
   engine_module dist/needle3.wasm -msimd128 -DND_SIMD128 -DND_NEEDLE3 $SIMD_SOURCES
   local size f
   for f in dist/needle.wasm dist/needle-threads.wasm; do

@@ -46,12 +46,13 @@ static void cq_levels(const nd_archive *a, const nd_record *r, nd_cq *m) {
 }
 
 /* A view of CQ record `index`, checked against the shape the geometry implies. */
-static int cq_view(const nd_archive *a, uint32_t index, uint32_t rows, uint32_t cols, nd_cq *m,
+int nd_model_cq(const nd_archive *a, uint32_t index, uint32_t rows, uint32_t cols, nd_cq *m,
                    needle_error *err) {
     const nd_record *r = &a->records[index];
     char name[64];
     if (r->dtype != ND_CQ || r->rank != 2 || r->shape[0] != rows || r->shape[1] != cols ||
-        !(r->bits == 2 || r->bits == 3 || r->bits == 4 || r->bits == ND_TERNARY_BITS) ||
+        !(r->bits == 2 || r->bits == 3 || r->bits == 4 || r->bits == ND_TERNARY_BITS ||
+          (ND_IS_V3(&a->geometry) && r->bits == 1)) ||
         r->group == 0 || r->group > ND_CQ_MAX_GROUP || (r->group & (r->group - 1))) {
         nd_tensor_name(a, index, name, sizeof name);
         return nd_fail(err, NEEDLE_E_FORMAT, "tensor %u (%s): expected a CQ matrix [%u, %u]",
@@ -86,7 +87,7 @@ static nd_cq cq_rows(const nd_cq *m, uint32_t first, uint32_t count) {
 }
 
 /* f32 copy of a dense record of `elements` values (already converted). */
-static int dense_view(const nd_archive *a, float *const *f32, uint32_t index, uint64_t elements,
+int nd_model_dense(const nd_archive *a, float *const *f32, uint32_t index, uint64_t elements,
                       const float **out, needle_error *err) {
     const nd_record *r = &a->records[index];
     if (!f32[index] || nd_record_elements(r) != elements) {
@@ -135,20 +136,20 @@ static int load_layer(needle_model *m, float *const *f32, uint32_t i, needle_err
     uint32_t N = g->hadamard_dim;
     const float *gate;
 #define T(which) nd_layer_tensor(g, i, which)
-    int rc = dense_view(a, f32, T(ND_L_NORM_IN), d, &l->norm_in, err);
-    if (!rc) rc = cq_view(a, T(ND_L_Q), qw, d, &l->q, err);
-    if (!rc) rc = cq_view(a, T(ND_L_K), kw, d, &l->k, err);
-    if (!rc) rc = cq_view(a, T(ND_L_V), kw, d, &l->v, err);
-    if (!rc) rc = dense_view(a, f32, T(ND_L_Q_NORM), hd, &l->q_norm, err);
-    if (!rc) rc = dense_view(a, f32, T(ND_L_K_NORM), hd, &l->k_norm, err);
-    if (!rc) rc = cq_view(a, T(ND_L_GATE), qw, d, &l->gate, err);
-    if (!rc) rc = cq_view(a, T(ND_L_OUT), d, qw, &l->out, err);
-    if (!rc) rc = dense_view(a, f32, T(ND_L_POST_NORM), d, &l->post_norm, err);
-    if (!rc) rc = dense_view(a, f32, T(ND_L_ATTN_GATE), 1, &gate, err);
-    if (!rc) rc = dense_view(a, f32, T(ND_L_PRE_HADA), d, &l->pre_hada, err);
-    if (!rc) rc = dense_view(a, f32, T(ND_L_D1), N, &l->d1, err);
-    if (!rc) rc = dense_view(a, f32, T(ND_L_D2), N, &l->d2, err);
-    if (!rc) rc = dense_view(a, f32, T(ND_L_D3), N, &l->d3, err);
+    int rc = nd_model_dense(a, f32, T(ND_L_NORM_IN), d, &l->norm_in, err);
+    if (!rc) rc = nd_model_cq(a, T(ND_L_Q), qw, d, &l->q, err);
+    if (!rc) rc = nd_model_cq(a, T(ND_L_K), kw, d, &l->k, err);
+    if (!rc) rc = nd_model_cq(a, T(ND_L_V), kw, d, &l->v, err);
+    if (!rc) rc = nd_model_dense(a, f32, T(ND_L_Q_NORM), hd, &l->q_norm, err);
+    if (!rc) rc = nd_model_dense(a, f32, T(ND_L_K_NORM), hd, &l->k_norm, err);
+    if (!rc) rc = nd_model_cq(a, T(ND_L_GATE), qw, d, &l->gate, err);
+    if (!rc) rc = nd_model_cq(a, T(ND_L_OUT), d, qw, &l->out, err);
+    if (!rc) rc = nd_model_dense(a, f32, T(ND_L_POST_NORM), d, &l->post_norm, err);
+    if (!rc) rc = nd_model_dense(a, f32, T(ND_L_ATTN_GATE), 1, &gate, err);
+    if (!rc) rc = nd_model_dense(a, f32, T(ND_L_PRE_HADA), d, &l->pre_hada, err);
+    if (!rc) rc = nd_model_dense(a, f32, T(ND_L_D1), N, &l->d1, err);
+    if (!rc) rc = nd_model_dense(a, f32, T(ND_L_D2), N, &l->d2, err);
+    if (!rc) rc = nd_model_dense(a, f32, T(ND_L_D3), N, &l->d3, err);
 #undef T
     if (rc) return rc;
     l->attn_gate = 1.0f / (1.0f + expf(-gate[0]));
@@ -164,15 +165,15 @@ static int load_mhc(needle_model *m, float *const *f32, needle_error *err) {
     const float *ap, *apo, *ar, *bp, *bpo, *br;
     nd_cq pre, post, res;
 #define T(which) nd_mhc_tensor(g, which)
-    int rc = dense_view(a, f32, T(ND_M_A_PRE), L, &ap, err);
-    if (!rc) rc = dense_view(a, f32, T(ND_M_A_POST), L, &apo, err);
-    if (!rc) rc = dense_view(a, f32, T(ND_M_A_RES), L, &ar, err);
-    if (!rc) rc = dense_view(a, f32, T(ND_M_B_PRE), (uint64_t)L * n, &bp, err);
-    if (!rc) rc = dense_view(a, f32, T(ND_M_B_POST), (uint64_t)L * n, &bpo, err);
-    if (!rc) rc = dense_view(a, f32, T(ND_M_B_RES), (uint64_t)L * n * n, &br, err);
-    if (!rc) rc = cq_view(a, T(ND_M_PHI_PRE), L * n, nd, &pre, err);
-    if (!rc) rc = cq_view(a, T(ND_M_PHI_POST), L * n, nd, &post, err);
-    if (!rc) rc = cq_view(a, T(ND_M_PHI_RES), L * n * n, nd, &res, err);
+    int rc = nd_model_dense(a, f32, T(ND_M_A_PRE), L, &ap, err);
+    if (!rc) rc = nd_model_dense(a, f32, T(ND_M_A_POST), L, &apo, err);
+    if (!rc) rc = nd_model_dense(a, f32, T(ND_M_A_RES), L, &ar, err);
+    if (!rc) rc = nd_model_dense(a, f32, T(ND_M_B_PRE), (uint64_t)L * n, &bp, err);
+    if (!rc) rc = nd_model_dense(a, f32, T(ND_M_B_POST), (uint64_t)L * n, &bpo, err);
+    if (!rc) rc = nd_model_dense(a, f32, T(ND_M_B_RES), (uint64_t)L * n * n, &br, err);
+    if (!rc) rc = nd_model_cq(a, T(ND_M_PHI_PRE), L * n, nd, &pre, err);
+    if (!rc) rc = nd_model_cq(a, T(ND_M_PHI_POST), L * n, nd, &post, err);
+    if (!rc) rc = nd_model_cq(a, T(ND_M_PHI_RES), L * n * n, nd, &res, err);
 #undef T
     if (rc) return rc;
     for (uint32_t i = 0; i < L; i++) {
@@ -202,11 +203,11 @@ static int load_sites(needle_model *m, float *const *f32, needle_error *err) {
         if (layer >= g->layers || m->layers[layer].site >= 0)
             return nd_fail(err, NEEDLE_E_FORMAT, "engram site %u: layer %u is out of range or repeated",
                            s, layer);
-        int rc = cq_view(a, nd_site_tensor(g, s, ND_S_TABLES), g->engram_tables * g->engram_slots,
+        int rc = nd_model_cq(a, nd_site_tensor(g, s, ND_S_TABLES), g->engram_tables * g->engram_slots,
                          g->engram_sub, &st->tables, err);
-        if (!rc) rc = cq_view(a, nd_site_tensor(g, s, ND_S_KEY), g->hidden, width, &st->key, err);
-        if (!rc) rc = cq_view(a, nd_site_tensor(g, s, ND_S_VALUE), g->hidden, width, &st->value, err);
-        if (!rc) rc = dense_view(a, f32, nd_site_tensor(g, s, ND_S_TAPS),
+        if (!rc) rc = nd_model_cq(a, nd_site_tensor(g, s, ND_S_KEY), g->hidden, width, &st->key, err);
+        if (!rc) rc = nd_model_cq(a, nd_site_tensor(g, s, ND_S_VALUE), g->hidden, width, &st->value, err);
+        if (!rc) rc = nd_model_dense(a, f32, nd_site_tensor(g, s, ND_S_TAPS),
                                  (uint64_t)g->engram_taps * g->hidden, &st->taps, err);
         if (rc) return rc;
         m->layers[layer].site = (int)s;
@@ -229,11 +230,11 @@ static int load_heads(needle_model *m, float *const *f32, needle_error *err) {
         if (hd->probes == 0 || hd->out != want)
             return nd_fail(err, NEEDLE_E_FORMAT, "head %u (kind %u): %u probes, %u outputs (want %u)",
                            h, hd->kind, hd->probes, hd->out, want);
-        int rc = dense_view(a, f32, nd_head_tensor(g, h, ND_H_PROBES),
+        int rc = nd_model_dense(a, f32, nd_head_tensor(g, h, ND_H_PROBES),
                             (uint64_t)hd->probes * g->hidden, &hd->probe, err);
-        if (!rc) rc = dense_view(a, f32, nd_head_tensor(g, h, ND_H_PROJ),
+        if (!rc) rc = nd_model_dense(a, f32, nd_head_tensor(g, h, ND_H_PROJ),
                                  (uint64_t)hd->out * hd->probes * g->hidden, &hd->proj, err);
-        if (!rc) rc = dense_view(a, f32, nd_head_tensor(g, h, ND_H_BIAS), hd->out, &hd->bias, err);
+        if (!rc) rc = nd_model_dense(a, f32, nd_head_tensor(g, h, ND_H_BIAS), hd->out, &hd->bias, err);
         if (rc) return rc;
     }
     return NEEDLE_OK;
@@ -260,7 +261,7 @@ static int load_all(needle_model *m, float **f32, needle_error *err) {
     const nd_archive *a = &m->archive;
     const nd_geometry *g = &a->geometry;
     int rc = convert_dense(m, f32, err);
-    if (!rc) rc = cq_view(a, 0, g->vocab, g->hidden, &m->embedding, err);
+    if (!rc) rc = nd_model_cq(a, 0, g->vocab, g->hidden, &m->embedding, err);
     if (rc) return rc;
     if (g->lanes == 0 || g->kv_heads == 0 || g->head_dim % 2 || g->query_heads % g->kv_heads ||
         g->hadamard_dim < g->hidden || (g->hadamard_dim & (g->hadamard_dim - 1)))
@@ -269,12 +270,21 @@ static int load_all(needle_model *m, float **f32, needle_error *err) {
                        g->query_heads, g->kv_heads, g->hadamard_dim);
     m->layers = calloc(g->layers, sizeof *m->layers);
     if (!m->layers) return nd_fail(err, NEEDLE_E_NOMEM, "no memory for %u layers", g->layers);
-    for (uint32_t i = 0; i < g->layers && !rc; i++) rc = load_layer(m, f32, i, err);
+#ifdef ND_NEEDLE3
+    if (ND_IS_V3(g)) {
+        rc = nd_model_mlp3(m, f32, err);
+        for (uint32_t i = 0; i < g->layers && !rc; i++) rc = nd_model_layer3(m, f32, i, err);
+    }
+#endif
+    for (uint32_t i = 0; i < g->layers && !rc && !ND_IS_V3(g); i++) rc = load_layer(m, f32, i, err);
     if (!rc) rc = load_mhc(m, f32, err);
     if (!rc) rc = load_sites(m, f32, err);
-    if (!rc) rc = dense_view(a, f32, nd_final_norm_tensor(g), g->hidden, &m->final_norm, err);
-    if (!rc) rc = load_heads(m, f32, err);
+    if (!rc) rc = nd_model_dense(a, f32, nd_final_norm_tensor(g), g->hidden, &m->final_norm, err);
+    if (!rc && !ND_IS_V3(g)) rc = load_heads(m, f32, err);
     if (!rc) rc = kv_levels(m, err);
+#ifdef ND_NEEDLE3
+    if (!rc && ND_IS_V3(g)) rc = nd_model_widen3(m, err);
+#endif
     return rc ? rc : load_tokenizer(m, err);
 }
 
@@ -298,6 +308,8 @@ static int load_tokenizer(needle_model *m, needle_error *err) {
  * 8 tiles or more: the int8 table kernels' break-even. */
 static int repack_one(const needle_model *m, uint8_t *w, nd_cq *c, needle_error *err) {
     if (c->rows < 8 * ND_CQ_TILE || !nd_cq_tileable(c)) return NEEDLE_OK;
+    if (ND_IS_V3(&m->archive.geometry) && (c->packed < m->archive.bytes || c->packed >= m->archive.bytes + m->archive.size))
+        return NEEDLE_OK; /* a widened binary matrix (model_v3.c) keeps its layout */
     size_t at = (size_t)(c->packed - m->archive.bytes), norms = (size_t)(c->norms - m->archive.bytes);
     if (nd_cq_repack(c, w + at, w + norms))
         return nd_fail(err, NEEDLE_E_NOMEM, "no memory to repack a %u x %u matrix", c->rows, c->cols);
@@ -310,7 +322,8 @@ static int repack_one(const needle_model *m, uint8_t *w, nd_cq *c, needle_error 
  * layout, which the fast mode's int8 kernel (cq_a8.h) reads. */
 static int repack_all(needle_model *m, uint8_t *w, needle_error *err) {
     const nd_geometry *g = &m->archive.geometry;
-    int rc = repack_one(m, w, &m->embedding, err);
+    /* Needle 3 scores only the first outVocabulary rows: the logits read them as an untiled view. */
+    int rc = g->out_vocab == g->vocab ? repack_one(m, w, &m->embedding, err) : NEEDLE_OK;
     for (uint32_t i = 0; i < g->layers && !rc; i++) {
         nd_layer *l = &m->layers[i];
         nd_cq *all[] = {&l->q, &l->k, &l->v, &l->gate, &l->out};
@@ -340,12 +353,6 @@ needle_model *needle_model_load(const uint8_t *bytes, size_t size, needle_error 
     int rc = nd_archive_parse(bytes, size, &m->archive, err);
     if (rc) { free(m); return NULL; }
     m->fingerprint = nd_fnv1a(ND_FNV_OFFSET, bytes, size);
-    if (m->archive.geometry.generation == 3) {
-        /* Validated and inspectable; sessions refuse it until the Needle 3
-         * forward pass exists (needle_session_new). */
-        if (load_tokenizer(m, err)) { needle_model_free(m); return NULL; }
-        return m;
-    }
     float **f32 = calloc(m->archive.geometry.tensor_count, sizeof *f32);
     rc = f32 ? load_all(m, f32, err)
              : nd_fail(err, NEEDLE_E_NOMEM, "no memory for the tensor table");
@@ -365,6 +372,8 @@ void needle_model_free(needle_model *m) {
     needle_tokenizer_free(m->tokenizer);
     free(m->layers);
     free(m->dense);
+    free(m->perms);
+    free(m->widened);
     nd_archive_free(&m->archive);
     free(m);
 }

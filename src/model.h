@@ -27,6 +27,11 @@ typedef struct {
     const float *b_pre, *b_post; /* [n] */
     const float *b_res;          /* [n, n] */
     int site;                    /* engram site index read by this layer, or -1 */
+    /* Needle 3 (needle3-model.md section 4); hd above is then the q/k width. */
+    const float *q_taps, *k_taps, *v_taps; /* [C, width] convolution taps */
+    const float *b2, *d4;                  /* [N] */
+    const float *w[6];                     /* Kronecker factors w1a, w1b, w2a, w2b, w3a, w3b */
+    const float *cond_v, *cond_u;          /* [d, 8] (input-major), [8, N] */
 } nd_layer;
 
 typedef struct {
@@ -58,7 +63,29 @@ struct needle_model {
     int32_t pad_id;            /* cells of pad tokens are not pooled */
     float *dense;              /* one allocation holding every dense tensor as f32 */
     uint64_t fingerprint;      /* FNV-1a of the archive bytes as loaded (before any repack) */
+    /* Needle 3 */
+    uint32_t *perms;           /* [2][N] the MLP's gathers p1, p2 */
+    uint32_t kron_a, kron_b;   /* N = kron_a * kron_b */
+    uint8_t *widened;          /* binary CQ records rewritten as 2-bit (model_v3.c) */
 };
+
+/* Views of the archive's tensors for the loaders (model.c, model_v3.c): a
+ * CQ matrix checked against [rows, cols], a dense tensor (already in f32[])
+ * checked against its element count. */
+int nd_model_cq(const nd_archive *a, uint32_t index, uint32_t rows, uint32_t cols, nd_cq *m, needle_error *err);
+int nd_model_dense(const nd_archive *a, float *const *f32, uint32_t index, uint64_t elements, const float **out,
+                   needle_error *err);
+
+#ifdef ND_NEEDLE3
+#define ND_IS_V3(g) ((g)->generation == 3)
+/* Layer i of a Needle 3 archive, and the permutations and split of its MLP. */
+int nd_model_layer3(needle_model *m, float *const *f32, uint32_t i, needle_error *err);
+int nd_model_mlp3(needle_model *m, float *const *f32, needle_error *err);
+/* Rewrites the binary CQ matrices of the loaded model as 2-bit ones. */
+int nd_model_widen3(needle_model *m, needle_error *err);
+#else
+#define ND_IS_V3(g) 0 /* shipped modules: every Needle 3 branch compiles away */
+#endif
 
 /* FNV-1a 64 of bytes, continuing from h (start with ND_FNV_OFFSET). */
 #define ND_FNV_OFFSET 0xcbf29ce484222325ull

@@ -27,6 +27,7 @@
 #include "cq_a8.h"
 #include "fp16.h"
 #include "hadamard.h"
+#include "mlp3.h"
 #include "platform.h"
 #include "threads.h"
 
@@ -41,6 +42,7 @@ typedef struct {
     float *aq, *aqs, *cq_rows;    /* [nq][hdp], [nq][hdp/32], [ND_ATTN_BLOCK][2][hdp] */
     int16_t *aq8;                 /* [nq][hdp] */
     uint32_t *alo, *ahi;          /* [nq] visible positions */
+    uint32_t *slo;                /* [nq] first visible sink (Needle 3's local layers) */
 } head_attention;
 
 struct needle_session {
@@ -48,13 +50,15 @@ struct needle_session {
     uint32_t window, sinks, position;
     int kv_format;
     int exact;                    /* exact-float mode: f32 kernels only, no int8 tables */
-    uint32_t hdp;                 /* head dim as stored: padded to 4 (f32), 32 (int8), 64 (CQ) */
+    uint32_t hdp;                 /* widest head (q/k or v) as stored: padded to 4 (f32), 32 (int8), 64 (CQ) */
     size_t row_bytes, slot_bytes; /* one K or V head row; every row of one position */
     uint32_t kv_cap, tok_cap, v0_cap;
     uint32_t kv_from, tok_from;   /* lowest position the rings still hold */
     uint8_t *ring, *sink;         /* [L][KV][kv_cap][K,V row], [L][KV][sinks][K,V row] */
     int32_t *ring_tok, *sink_tok; /* [tok_cap], [sinks] */
     float *v0;                    /* [sites][v0_cap][d] engram values before the taps */
+    float *raw;                   /* Needle 3: [L][raw_cap][q|k|v] projections before the convolution */
+    uint32_t raw_cap, raw_from;
     float *pool;                  /* [heads][P][2 + d]: max, sum, weighted sum */
     size_t pool_floats;
     size_t bytes, sink_bytes;     /* allocated in total; by the sink storage */
@@ -341,11 +345,10 @@ static float *v0_at(needle_session *s, uint32_t site, uint32_t pos) {
     return s->v0 + ((size_t)site * s->v0_cap + pos % s->v0_cap) * d;
 }
 
-/* Stores one head vector x[hd] in the cache format (attention.h), padding
- * zeroed: f32; int8 with one f32 scale per 32 values; or CQ (spec section 5:
- * H64, unit levels, fp16 norm). */
-static void kv_store(needle_session *s, const float *x, uint8_t *row) {
-    uint32_t hd = s->model->archive.geometry.head_dim;
+/* Stores one head vector x[hd] (a K or V head) in the cache format
+ * (attention.h), padding zeroed: f32; int8 with one f32 scale per 32
+ * values; or CQ (spec section 5: H64, unit levels, fp16 norm). */
+static void kv_store(needle_session *s, const float *x, uint32_t hd, uint8_t *row) {
     if (s->kv_format == KV_F32) {
         memcpy(row, x, hd * sizeof(float));
         memset(row + (size_t)hd * sizeof(float), 0, (s->hdp - hd) * sizeof(float));
@@ -405,20 +408,31 @@ static void rope_table(needle_session *s, uint32_t p0, uint32_t T) {
     }
 }
 
+/* The band of layer li: Needle 3's local layers see the last slidingWindow
+ * positions (sinks included), every other layer all of them. */
+static uint32_t layer_band(const nd_geometry *g, uint32_t li) {
+    int global = !g->sliding_window || (li < 64 && (g->global_mask >> li) & 1u);
+    return ND_IS_V3(g) && !global ? g->sliding_window : UINT32_MAX;
+}
+
 /* The chunk's queries of kv head `kvh` in the kernels' form (query i = t *
  * rep + r is query head kvh * rep + r at position p0 + t), with the positions
- * each sees besides the sinks: the last W up to its own (spec section 3). */
-static void attn_queries(const needle_session *s, head_attention *ha, uint32_t kvh, uint32_t p0, uint32_t T) {
+ * each sees besides the sinks: the last W up to its own (spec section 3),
+ * within the layer's band (needle3-model.md section 4). */
+static void attn_queries(const needle_session *s, head_attention *ha, uint32_t li, uint32_t kvh, uint32_t p0,
+                         uint32_t T) {
     const nd_geometry *g = &s->model->archive.geometry;
     uint32_t hd = g->head_dim, hdp = s->hdp, rep = g->query_heads / g->kv_heads;
+    uint32_t band = layer_band(g, li), w = band < s->window ? band : s->window;
     float inv = (float)(1.0 / sqrt((double)hd));
     for (uint32_t t = 0; t < T; t++) {
-        uint32_t p = p0 + t, lo = p + 1 > s->window ? p + 1 - s->window : 0;
+        uint32_t p = p0 + t, lo = p + 1 > w ? p + 1 - w : 0;
         for (uint32_t r = 0; r < rep; r++) {
             uint32_t i = t * rep + r;
             const float *q = s->q + (size_t)t * g->query_heads * hd + (size_t)(kvh * rep + r) * hd;
             ha->alo[i] = lo > s->sinks ? lo : s->sinks;
             ha->ahi[i] = p;
+            if (ND_IS_V3(g)) ha->slo[i] = p + 1 > band ? p + 1 - band : 0;
             if (s->kv_format == KV_I8) {
                 nd_attn_quantise(q, hd, hdp, inv, ha->aq8 + (size_t)i * hdp, ha->aqs + (size_t)i * (hdp / 32));
                 continue;
@@ -478,19 +492,21 @@ static void qk_head(const attend_job *job, uint32_t kvh) {
     needle_session *s = job->s;
     const nd_layer *l = &s->model->layers[job->layer];
     const nd_geometry *g = &s->model->archive.geometry;
-    uint32_t hd = g->head_dim, rep = g->query_heads / g->kv_heads, qw = g->query_heads * hd, kw = g->kv_heads * hd;
+    uint32_t hd = g->head_dim, vd = g->v_head_dim, rep = g->query_heads / g->kv_heads;
+    uint32_t qw = g->query_heads * hd, kw = g->kv_heads * hd, vw = g->kv_heads * vd;
     for (uint32_t t = 0; t < job->T; t++) {
         const float *cs = s->rope + (size_t)t * hd;
         for (uint32_t r = 0; r < rep; r++) {
             float *qh = s->q + (size_t)t * qw + (size_t)(kvh * rep + r) * hd;
             zcrms(qh, l->q_norm, hd, qh);
             rope(qh, cs, hd);
+            if (ND_IS_V3(g) && !s->exact) nd_a8(qh, hd); /* an A8 point of Needle 3 */
         }
         float *kh = s->k + (size_t)t * kw + (size_t)kvh * hd;
         zcrms(kh, l->k_norm, hd, kh);
         rope(kh, cs, hd);
-        kv_store(s, kh, kv_row(s, job->p0 + t, job->layer, kvh, 0));
-        kv_store(s, s->v + (size_t)t * kw + (size_t)kvh * hd, kv_row(s, job->p0 + t, job->layer, kvh, 1));
+        kv_store(s, kh, hd, kv_row(s, job->p0 + t, job->layer, kvh, 0));
+        kv_store(s, s->v + (size_t)t * vw + (size_t)kvh * vd, vd, kv_row(s, job->p0 + t, job->layer, kvh, 1));
     }
 }
 
@@ -502,13 +518,14 @@ static void attend_head(const void *ctx, uint32_t kvh) {
     needle_session *s = job->s;
     head_attention *ha = &s->heads[kvh];
     const nd_geometry *g = &s->model->archive.geometry;
-    uint32_t hd = g->head_dim, rep = g->query_heads / g->kv_heads, T = job->T, last = job->p0 + T - 1;
+    uint32_t vd = g->v_head_dim, rep = g->query_heads / g->kv_heads, T = job->T, last = job->p0 + T - 1;
     uint32_t ns = last + 1 < s->sinks ? last + 1 : s->sinks;
     ha->attn.n = rep * T;
     qk_head(job, kvh);
-    attn_queries(s, ha, kvh, job->p0, T);
+    attn_queries(s, ha, job->layer, kvh, job->p0, T);
     nd_attn_reset(&ha->attn);
-    ha->attn.lo = s->azero; /* a sink is visible from its own position on */
+    /* a sink is visible from its own position on (within a local layer's band) */
+    ha->attn.lo = layer_band(g, job->layer) == UINT32_MAX ? s->azero : ha->slo;
     if (ns) attn_span(s, ha, job->layer, kvh, 0, ns - 1);
     ha->attn.lo = ha->alo;  /* the first query's window starts first */
     if (ha->alo[0] <= last) attn_span(s, ha, job->layer, kvh, ha->alo[0], last);
@@ -516,13 +533,13 @@ static void attend_head(const void *ctx, uint32_t kvh) {
         float *acc = ha->attn.acc + (size_t)i * s->hdp; /* CQ: rotate back (linear, so before the division) */
         if (s->kv_format == KV_CQ)
             for (uint32_t b = 0; b < s->hdp; b += ND_KV_GROUP) nd_fwht(acc + b, ND_KV_GROUP);
-        size_t at = (size_t)(i / rep) * g->query_heads * hd + (size_t)(kvh * rep + i % rep) * hd;
-        nd_attn_finish(&ha->attn, i, hd, s->o + at);
-        nd_sigmoid_mul(s->o + at, s->gt + at, hd);
+        size_t at = (size_t)(i / rep) * g->query_heads * vd + (size_t)(kvh * rep + i % rep) * vd;
+        nd_attn_finish(&ha->attn, i, vd, s->o + at);
+        nd_sigmoid_mul(s->o + at, s->gt + at, vd);
     }
 }
 
-/* o[T][H*hd] = gated softmax-weighted cached values for the chunk's queries,
+/* o[T][H*vd] = gated softmax-weighted cached values for the chunk's queries,
  * the KV heads in parallel (each writes only its own heads' values and
  * cache rows). */
 static void attend(needle_session *s, uint32_t layer, uint32_t p0, uint32_t T) {
@@ -556,23 +573,58 @@ static void post_norm_position(const void *ctx, uint32_t t) {
     for (uint32_t i = 0; i < d; i++) bx[i] += j->l->attn_gate * a[i];
 }
 
+#ifdef ND_NEEDLE3
+/* Needle 3's causal depthwise convolution of the raw q, k and v projections
+ * of the chunk, in place: x[p] = sum_j taps[j] (.) raw[p - j] over the taps
+ * whose position exists and lies in the layer's band (needle3-model.md
+ * section 4). The raw rows are kept in s->raw for later chunks. */
+static void convolve_qkv(needle_session *s, const nd_layer *l, uint32_t li, uint32_t p0, uint32_t T) {
+    const nd_geometry *g = &s->model->archive.geometry;
+    uint32_t qw = g->query_heads * g->head_dim, kw = g->kv_heads * g->head_dim, vw = g->kv_heads * g->v_head_dim;
+    uint32_t row = qw + kw + vw, band = layer_band(g, li);
+    float *parts[] = {s->q, s->k, s->v};
+    const float *taps[] = {l->q_taps, l->k_taps, l->v_taps};
+    uint32_t width[] = {qw, kw, vw}, off[] = {0, qw, qw + kw};
+    float *ring = s->raw + (size_t)li * s->raw_cap * row;
+    for (uint32_t t = 0; t < T; t++)
+        for (int k = 0; k < 3; k++)
+            memcpy(ring + (size_t)((p0 + t) % s->raw_cap) * row + off[k], parts[k] + (size_t)t * width[k],
+                   width[k] * sizeof(float));
+    for (uint32_t t = 0; t < T; t++) {
+        uint32_t p = p0 + t;
+        for (int k = 0; k < 3; k++) {
+            float *x = parts[k] + (size_t)t * width[k];
+            memset(x, 0, width[k] * sizeof(float));
+            for (uint32_t j = 0; j < g->conv_taps && j <= p && j < band; j++) {
+                const float *tap = taps[k] + (size_t)j * width[k];
+                const float *raw = ring + (size_t)((p - j) % s->raw_cap) * row + off[k];
+                for (uint32_t c = 0; c < width[k]; c++) x[c] += tap[c] * raw[c];
+            }
+        }
+    }
+}
+#endif
+
 /* bx += sigmoid(attn_gate) * zcrms(attention(zcrms(bx, norm_in)), post_norm). */
 static void attention_block(needle_session *s, uint32_t li, uint32_t p0, uint32_t T) {
     const nd_geometry *g = &s->model->archive.geometry;
     const nd_layer *l = &s->model->layers[li];
-    uint32_t d = g->hidden, qw = g->query_heads * g->head_dim;
+    uint32_t d = g->hidden, ow = g->query_heads * g->v_head_dim;
     layer_job job = {s, l, li};
     double clock = stage_clock(s);
     nd_parallel(norm_in_position, &job, T);
     const nd_cq *qkvg[] = {&l->q, &l->k, &l->v, &l->gate};
     float *out[] = {s->q, s->k, s->v, s->gt};
     matmuls(s, qkvg, out, 4, s->h, d, T);
+#ifdef ND_NEEDLE3
+    if (g->conv_taps) convolve_qkv(s, l, li, p0, T);
+#endif
     clock = stage_lap(s, NEEDLE_STAGE_ATTN_PROJ, clock);
     attend(s, li, p0, T);
     clock = stage_lap(s, NEEDLE_STAGE_ATTENTION, clock);
     if (!s->exact)
-        for (uint32_t t = 0; t < T; t++) nd_a8(s->o + (size_t)t * qw, qw);
-    matmul(s, &l->out, NULL, s->o, qw, T, s->a);
+        for (uint32_t t = 0; t < T; t++) nd_a8(s->o + (size_t)t * ow, ow);
+    matmul(s, &l->out, NULL, s->o, ow, T, s->a);
     nd_parallel(post_norm_position, &job, T);
     stage_lap(s, NEEDLE_STAGE_ATTN_PROJ, clock);
 }
@@ -595,8 +647,29 @@ static void mlp_position(const void *ctx, uint32_t t) {
     for (uint32_t i = 0; i < d; i++) bx[i] += l->d3[i] * z[i];
 }
 
+#ifdef ND_NEEDLE3
+/* bx += mlp3(zcrms(bx, pre_hada)) at position t (scratch: its rows of s->z). */
+static void mlp3_position(const void *ctx, uint32_t t) {
+    const layer_job *j = ctx;
+    needle_session *s = j->s;
+    const nd_geometry *g = &s->model->archive.geometry;
+    uint32_t d = g->hidden, N = g->hadamard_dim;
+    float *z = s->z + (size_t)t * (ND_MLP3_SCRATCH(N) + 2 * d), *x = z + ND_MLP3_SCRATCH(N), *y = x + d;
+    float *bx = s->bx + (size_t)t * d;
+    zcrms(bx, j->l->pre_hada, d, x);
+    nd_mlp3(s->model, j->l, x, y, z);
+    for (uint32_t i = 0; i < d; i++) bx[i] += y[i];
+}
+#endif
+
 static void mlp_block(needle_session *s, const nd_layer *l, uint32_t T) {
     layer_job job = {s, l, 0};
+#ifdef ND_NEEDLE3
+    if (ND_IS_V3(&s->model->archive.geometry)) {
+        nd_parallel(mlp3_position, &job, T);
+        return;
+    }
+#endif
     nd_parallel(mlp_position, &job, T);
 }
 
@@ -606,9 +679,10 @@ static void mlp_block(needle_session *s, const nd_layer *l, uint32_t T) {
 static void engram_slots(needle_session *s, uint32_t p, uint32_t *slots, float *keep) {
     const nd_geometry *g = &s->model->archive.geometry;
     uint32_t heads = g->engram_tables / g->order_count;
+    uint32_t stride = ND_IS_V3(g) && g->engram_seed_heads ? g->engram_seed_heads : heads; /* Needle 3's seeds */
     for (uint32_t o = 0; o < g->order_count; o++) {
         for (uint32_t e = 0; e < heads; e++) {
-            uint32_t t = o * heads + e, acc = 0x9E3779B9u * (t + 1);
+            uint32_t t = o * heads + e, acc = 0x9E3779B9u * (o * stride + e + 1);
             for (uint32_t j = 0; j < g->orders[o]; j++) {
                 uint32_t tok = j <= p ? (uint32_t)*token_at(s, p - j) : 0;
                 acc = (acc ^ tok) * 0x01000193u;
@@ -743,6 +817,7 @@ static void mhc_norm_position(const void *ctx, uint32_t t) {
     const float *x = j->s->x + (size_t)t * nd;
     float r = rms_inv(x, nd), *nx = j->s->nx + (size_t)t * nd;
     for (uint32_t i = 0; i < nd; i++) nx[i] = x[i] * r;
+    if (ND_IS_V3(&j->s->model->archive.geometry) && !j->s->exact) nd_a8(nx, nd); /* an A8 point of Needle 3 */
 }
 
 /* u = sum_j hpre[j] X[j] at position t (with lane offsets). */
@@ -824,8 +899,31 @@ static void mhc_post(needle_session *s, const nd_layer *l, uint32_t li, uint32_t
     pool_cells(s, s->u, count);
 }
 
+static void final_hidden(needle_session *s, uint32_t first, uint32_t T);
+
 /* logits[T'][vocab] = E zcrms(mean of lanes, final_norm) for positions first..T-1. */
 static void final_logits(needle_session *s, uint32_t first, uint32_t T, float *logits) {
+    const nd_geometry *g = &s->model->archive.geometry;
+#ifdef ND_NEEDLE3
+    if (ND_IS_V3(g) && g->out_vocab < g->vocab) {
+        /* Needle 3's input-only rows are never scored: their logits are -inf. */
+        uint32_t n = T - first, scored = g->out_vocab;
+        nd_cq head = nd_cq_rows(&s->model->embedding, 0, scored);
+        final_hidden(s, first, T);
+        matmul(s, &head, NULL, s->u, g->hidden, n, logits);
+        for (uint32_t t = n; t-- > 0;) {
+            memmove(logits + (size_t)t * g->vocab, logits + (size_t)t * scored, scored * sizeof(float));
+            for (uint32_t r = scored; r < g->vocab; r++) logits[(size_t)t * g->vocab + r] = -INFINITY;
+        }
+        return;
+    }
+#endif
+    final_hidden(s, first, T);
+    matmul(s, &s->model->embedding, NULL, s->u, g->hidden, T - first, logits);
+}
+
+/* u[T'][d] = zcrms(mean of lanes, final_norm) for positions first..T-1 (A8 in fast mode). */
+static void final_hidden(needle_session *s, uint32_t first, uint32_t T) {
     const nd_geometry *g = &s->model->archive.geometry;
     uint32_t n = g->lanes, d = g->hidden;
     for (uint32_t t = first; t < T; t++) {
@@ -835,7 +933,6 @@ static void final_logits(needle_session *s, uint32_t first, uint32_t T, float *l
         zcrms(f, s->model->final_norm, d, f);
         if (!s->exact) nd_a8(f, d);
     }
-    matmul(s, &s->model->embedding, NULL, s->u, d, T - first, logits);
 }
 
 static void forward_chunk(needle_session *s, const int32_t *ids, uint32_t T, float *logits, int all) {
@@ -872,6 +969,8 @@ static void forward_chunk(needle_session *s, const int32_t *ids, uint32_t T, flo
         s->kv_from = s->position - s->kv_cap;
     if (s->position > s->tok_cap && s->position - s->tok_cap > s->tok_from)
         s->tok_from = s->position - s->tok_cap;
+    if (s->raw_cap && s->position > s->raw_cap && s->position - s->raw_cap > s->raw_from)
+        s->raw_from = s->position - s->raw_cap;
     clock = stage_clock(s);
     if (logits) final_logits(s, all ? 0 : T - 1, T, logits);
     stage_lap(s, NEEDLE_STAGE_LOGITS, clock);
@@ -976,9 +1075,15 @@ int needle_session_rewind(needle_session *s, uint32_t r, needle_error *err) {
     if ((lo < r && lo < s->kv_from) || (tlo < r && tlo < s->tok_from))
         return nd_fail(err, NEEDLE_E_CONTEXT, "cannot rewind to %u: positions from %u on left the cache",
                        r, lo < s->kv_from ? lo : tlo);
+    /* Needle 3's convolution at r reads the raw projections of [clo, r). */
+    uint32_t clo = g->conv_taps && r + 1 > g->conv_taps ? r + 1 - g->conv_taps : 0;
+    if (ND_IS_V3(g) && s->raw_cap && clo < r && clo < s->raw_from)
+        return nd_fail(err, NEEDLE_E_CONTEXT, "cannot rewind to %u: the convolution state of %u left the cache",
+                       r, clo);
     s->position = r;
     if (s->kv_from > r) s->kv_from = r;
     if (s->tok_from > r) s->tok_from = r;
+    if (s->raw_from > r) s->raw_from = r;
     if (r == 0) pool_clear(s);
     else if (g->site_count) rebuild_v0(s, r);
     return NEEDLE_OK;
@@ -1020,6 +1125,8 @@ static int session_scratch(needle_session *s, needle_error *err) {
     const nd_geometry *g = &m->archive.geometry;
     uint64_t B = ND_CHUNK, d = g->hidden, n = g->lanes, nd = n * d;
     uint64_t qw = (uint64_t)g->query_heads * g->head_dim, kw = (uint64_t)g->kv_heads * g->head_dim;
+    uint64_t vw = (uint64_t)g->kv_heads * g->v_head_dim, ow = (uint64_t)g->query_heads * g->v_head_dim;
+    uint64_t z = ND_IS_V3(g) ? ND_MLP3_SCRATCH((uint64_t)g->hadamard_dim) + 2 * d : g->hadamard_dim;
     uint64_t width = (uint64_t)g->engram_tables * g->engram_sub, tb = g->engram_tables;
     uint64_t tmp = nd > g->hadamard_dim ? nd : g->hadamard_dim;
     if (tmp < ND_CQ_MAX_GROUP) tmp = ND_CQ_MAX_GROUP;
@@ -1029,8 +1136,8 @@ static int session_scratch(needle_session *s, needle_error *err) {
     /* int8 tables of a position: at most one code a column (two 2-bit columns share one), two 16-byte tables a code */
     uint64_t wide = widest_input(m, 0), tiled = widest_input(m, 1);
     uint64_t len[] = {B * nd, B * nd, B * wide, B * n, B * n, B * n * n, B * d, B * d,
-                      B * d, B * d, B * d, B * d, B * qw, B * qw, B * qw, B * kw, B * kw,
-                      B * width, B * tb, B * g->head_dim, tmp, B * tiled * 32 / sizeof(float), B * tiled, B * wide, B * g->hadamard_dim};
+                      B * d, B * d, B * d, B * d, B * qw, B * ow, B * ow, B * kw, B * vw,
+                      B * width, B * tb, B * g->head_dim, tmp, B * tiled * 32 / sizeof(float), B * tiled, B * wide, B * z};
     size_t total = 0;
     for (size_t i = 0; i < sizeof len / sizeof *len; i++)
         if (!add_size(&total, len[i])) return nd_fail(err, NEEDLE_E_NOMEM, "session scratch overflows");
@@ -1076,8 +1183,8 @@ static float *head_carve(head_attention *ha, float *f, uint64_t nq, uint32_t hdp
     ha->cq_rows = f, f += 2 * ND_ATTN_BLOCK * hdp;
     ha->aq8 = (int16_t *)f;
     uint32_t *u = (uint32_t *)(ha->aq8 + nq * hdp); /* nq * hdp is even: 4-byte aligned */
-    ha->alo = u, ha->ahi = u + nq;
-    uintptr_t work = ((uintptr_t)(u + 2 * nq) + 15) & ~(uintptr_t)15; /* the SIMD kernels' block buffers */
+    ha->alo = u, ha->ahi = u + nq, ha->slo = u + 2 * nq;
+    uintptr_t work = ((uintptr_t)(u + 3 * nq) + 15) & ~(uintptr_t)15; /* the SIMD kernels' block buffers */
     ha->attn.work = (void *)work;
     ha->attn.hdp = hdp;
     ha->attn.q = ha->aq, ha->attn.q8 = ha->aq8, ha->attn.qscale = ha->aqs, ha->attn.hi = ha->ahi;
@@ -1090,7 +1197,7 @@ static int attn_alloc(needle_session *s, needle_error *err) {
     const nd_geometry *g = &s->model->archive.geometry;
     uint64_t nq = (uint64_t)(g->query_heads / g->kv_heads) * ND_CHUNK, hdp = s->hdp;
     uint64_t floats = nq * hdp * 2 + nq * (hdp / 32 + 1) + 2 * nq + 2 * ND_ATTN_BLOCK * hdp;
-    uint64_t head = floats * 4 + nq * hdp * 2 + 2 * nq * 4 + nd_attn_work_bytes(s->hdp) + 32;
+    uint64_t head = floats * 4 + nq * hdp * 2 + 3 * nq * 4 + nd_attn_work_bytes(s->hdp) + 32;
     uint64_t bytes = head * g->kv_heads + nq * 4 + g->kv_heads * sizeof(head_attention) + 16;
     if (bytes > SIZE_MAX || !(s->attn_buf = calloc(1, (size_t)bytes)))
         return nd_fail(err, NEEDLE_E_NOMEM, "no memory for the attention of %llu queries", (unsigned long long)nq);
@@ -1105,7 +1212,7 @@ static int attn_alloc(needle_session *s, needle_error *err) {
 static int session_alloc(needle_session *s, needle_error *err) {
     const needle_model *m = s->model;
     const nd_geometry *g = &m->archive.geometry;
-    uint32_t hd = g->head_dim;
+    uint32_t hd = g->head_dim > g->v_head_dim ? g->head_dim : g->v_head_dim; /* K and V rows share one width */
     s->kv_format = g->kv_bits != 8 ? KV_CQ : s->kv_format;
     uint32_t pad = s->kv_format == KV_CQ ? ND_KV_GROUP : s->kv_format == KV_I8 ? 32 : 4;
     s->hdp = (hd + pad - 1) / pad * pad;
@@ -1126,6 +1233,15 @@ static int session_alloc(needle_session *s, needle_error *err) {
         return nd_fail(err, NEEDLE_E_NOMEM, "no memory for a KV cache of %u positions", s->kv_cap);
     s->bytes = (size_t)s->kv_cap * s->slot_bytes + (size_t)s->tok_cap * sizeof(int32_t) +
                ((size_t)g->site_count * s->v0_cap * g->hidden + s->pool_floats) * sizeof(float);
+#ifdef ND_NEEDLE3
+    if (g->conv_taps) { /* the raw projections of every position a rewind may return to */
+        uint64_t row = (uint64_t)(g->query_heads + g->kv_heads) * g->head_dim + (uint64_t)g->kv_heads * g->v_head_dim;
+        s->raw_cap = s->kv_cap + g->conv_taps;
+        s->raw = alloc_array((uint64_t)g->layers * s->raw_cap * row, sizeof(float));
+        if (!s->raw) return nd_fail(err, NEEDLE_E_NOMEM, "no memory for the convolution state");
+        s->bytes += (size_t)g->layers * s->raw_cap * row * sizeof(float);
+    }
+#endif
     pool_clear(s);
     int rc = alloc_sinks(s, s->sinks, &s->sink, &s->sink_tok, err);
     if (!rc) rc = attn_alloc(s, err);
@@ -1135,10 +1251,6 @@ static int session_alloc(needle_session *s, needle_error *err) {
 needle_session *needle_session_new(const needle_model *model, uint32_t window, uint32_t sinks,
                                    int exact, needle_error *err) {
     if (!model) { nd_fail(err, NEEDLE_E_ARGUMENT, "model is NULL"); return NULL; }
-    if (model->archive.geometry.generation != 2) {
-        nd_fail(err, NEEDLE_E_UNSUPPORTED, "a Needle 3 archive: read (inspect, tokenize), not run yet");
-        return NULL;
-    }
     if (window > ND_MAX_SEQ || sinks > ND_MAX_SEQ) {
         nd_fail(err, NEEDLE_E_ARGUMENT, "window %u or sinks %u exceeds %u", window, sinks, ND_MAX_SEQ);
         return NULL;
@@ -1157,7 +1269,7 @@ needle_session *needle_session_new(const needle_model *model, uint32_t window, u
 void needle_session_free(needle_session *s) {
     if (!s) return;
     free(s->ring), free(s->sink), free(s->ring_tok), free(s->sink_tok), free(s->v0);
-    free(s->pool), free(s->slots), free(s->buf), free(s->attn_buf);
+    free(s->pool), free(s->slots), free(s->buf), free(s->attn_buf), free(s->raw);
     free(s);
 }
 
