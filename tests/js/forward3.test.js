@@ -1,0 +1,142 @@
+// The engine's Needle 3 forward pass (the needle3 variant) against the
+// float64 reference of needle3-model.md (tests/js/reference/model3.js), on
+// random archives of many geometries: in exact-float mode every position's
+// logits agree within max|diff| <= 1e-3 * max|ref| (measured 1.3e-7 to
+// 3.9e-7), and the default fast mode runs the trained numerics (the
+// reference with A8 at every point of section 6, int8 K/V): within 1e-2 of
+// it (measured 1.8e-7 to 5.2e-3; 1.1e-2 and 1.2e-2 where 1-bit and ternary
+// weights make A8 itself move the logits by 1-2e-2, 1.9e-2 with the CQ K/V of
+// kvBits 4), with the same greedy token at every clear position. Also: prefill equals
+// token-by-token decode, and a rewind re-runs the convolution's state.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { makeTestTokenizerBlob, syntheticPieces } from '../../js/cact-writer.js';
+import { writeCact3 } from '../../js/cact3-writer.js';
+import { TINY3_GEOMETRY } from '../../js/cact3-format.js';
+import { Model } from '../../js/model.js';
+import { readArchive3 } from './reference/archive3.js';
+import { referenceForward3 } from './reference/model3.js';
+
+const TOKENIZER = makeTestTokenizerBlob(syntheticPieces(320));
+const RELEASED_TOKENIZER = makeTestTokenizerBlob(syntheticPieces(8192));
+
+// Each case changes what it names from TINY3_GEOMETRY (hidden 48, 4/2 heads,
+// qk 12, vd 16, N 64, 2 lanes, band 8 with layer 2 global, conv 3, sites
+// 0-2); together: conv on and off, bands and global layers, every CQ width
+// (1-bit included), engine windows with sinks, kvBits 8 and 4, scored rows
+// fewer than embedding rows, seed strides, and the released geometry.
+const CASES = [
+  { name: 'tiny, 2-bit, band 8 over 20 tokens', geometry: {}, bits: 2, length: 20 },
+  { name: 'no convolution, 3-bit, qk 16 = vd', bits: 3, geometry: { qkvConvTaps: 0, headDimension: 16 } },
+  { name: 'every layer global, 4-bit, group 64, 4 lanes', bits: 4, group: 64,
+    geometry: { slidingWindow: 0, globalLayers: [], lanes: 4, hidden: 96, hadamardDimension: 128 } },
+  { name: 'binary weights, conv 2, 1 lane', bits: 1, fastBound: 1.5e-2, geometry: { qkvConvTaps: 2, lanes: 1 } },
+  { name: 'ternary, engine window 6 with 3 sinks, band 5, over 24 tokens', bits: 'ternary', window: 6, sinks: 3,
+    fastBound: 1.5e-2,
+    length: 24, geometry: { slidingWindow: 5, globalLayers: [1] } },
+  { name: 'kvBits 4, MQA, qk 32 > vd 16', bits: 2, group: 64, fastBound: 2.5e-2,
+    geometry: { kvBits: 4, kvHeads: 1, headDimension: 32, hidden: 64, hadamardDimension: 64 } },
+  { name: 'outVocabulary 300 of 320 rows, seed stride 3, one site', bits: 2,
+    geometry: { outVocabulary: 300, engramSeedHeads: 3, sites: [1] } },
+  { name: 'mixed widths per tensor, N 512 (16 x 32), hidden 320', group: 32,
+    bits: (name) => (name.includes('proj') ? 3 : name.includes('phi') ? 4 : name.includes('embed') ? 1 : 2),
+    geometry: { hidden: 320, hadamardDimension: 512, layers: 2, sites: [1], globalLayers: [0] } },
+  { name: 'the released geometry and bit map, 6 tokens', released: true, length: 6 },
+];
+
+function archiveFor(c, seed) {
+  if (c.released) return writeCact3({ seed, tokenizer: RELEASED_TOKENIZER });
+  return writeCact3({ geometry: { ...TINY3_GEOMETRY, ...c.geometry }, seed, bits: c.bits, group: c.group ?? 32,
+    tokenizer: TOKENIZER });
+}
+
+function randomIds(n, vocabulary, seed) {
+  const ids = [2];
+  let x = seed >>> 0;
+  while (ids.length < n) {
+    x = (Math.imul(x, 1664525) + 1013904223) >>> 0;
+    ids.push(14 + (x % (vocabulary - 14)));
+  }
+  return ids;
+}
+
+function relativeError(got, want) {
+  let diff = 0, scale = 0;
+  for (let i = 0; i < want.length; i++) {
+    if (want[i] === -Infinity && got[i] === -Infinity) continue;
+    diff = Math.max(diff, Math.abs(got[i] - want[i]));
+    scale = Math.max(scale, Math.abs(want[i]));
+  }
+  return diff / scale;
+}
+
+const argmax = (v) => v.reduce((best, x, i) => (x > v[best] ? i : best), 0);
+
+/** Positions where want's top two are clear (over 1e-3 of its range apart) and got picks another token. */
+function greedyFlips(got, want) {
+  let flips = 0, clear = 0;
+  want.forEach((w, p) => {
+    const sorted = Array.from(w).sort((a, b) => b - a);
+    if (sorted[0] - sorted[1] <= 1e-3 * (sorted[0] - sorted[sorted.length - 1])) return;
+    clear++;
+    if (argmax(got[p]) !== argmax(w)) flips++;
+  });
+  return { flips, clear };
+}
+
+const load = (bytes) => Model.fromBytes(bytes, { wasm: 'needle3' });
+
+for (const [i, c] of CASES.entries()) {
+  test(`Needle 3 engine = float64 reference: ${c.name}`, async () => {
+    const bytes = archiveFor(c, 300 + i);
+    const model = await load(bytes);
+    const reference = readArchive3(bytes);
+    const ids = randomIds(c.length ?? 16, model.vocabulary, i + 1);
+    const options = { window: c.window ?? 0, sinks: c.sinks ?? 0 };
+    const want = referenceForward3(reference, ids, options).logits;
+    const got = model.logits(ids, { all: true, exact: true, ...options });
+    assert.equal(got.length, ids.length);
+    const scored = reference.geometry.outVocabulary;
+    let worst = 0;
+    for (let p = 0; p < ids.length; p++) {
+      assert.equal(got[p].length, model.vocabulary);
+      assert.ok(got[p].subarray(scored).every((v) => v === -Infinity), `position ${p}: an unscored row has a logit`);
+      const error = relativeError(got[p].subarray(0, scored), want[p]);
+      worst = Math.max(worst, error);
+      assert.ok(error <= 1e-3, `position ${p}: max|diff| / max|ref| = ${error.toExponential(2)}`);
+    }
+    const { logits: a8 } = referenceForward3(reference, ids, { ...options, a8: true });
+    const fast = model.logits(ids, { all: true, exact: false, ...options });
+    const fastError = Math.max(...fast.map((row, p) => relativeError(row.subarray(0, scored), a8[p])));
+    const a8Shift = Math.max(...a8.map((row, p) => relativeError(row, want[p])));
+    const { flips, clear } = greedyFlips(fast.map((row) => row.subarray(0, scored)), a8);
+    console.log(`# ${c.name}: exact vs reference ${worst.toExponential(2)}; fast vs A8 reference ${fastError.toExponential(2)} `
+      + `(A8 vs exact ${a8Shift.toExponential(2)}), greedy flips ${flips} of ${clear}`);
+    assert.ok(fastError <= (c.fastBound ?? 1e-2), `fast mode drifted from the A8 model: ${fastError}`);
+    assert.equal(flips, 0, `fast mode picks another greedy token at ${flips} of ${clear} clear positions`);
+    model.free();
+  });
+}
+
+test('Needle 3: prefill equals token-by-token decode, and a rewind re-runs from the kept convolution state', async () => {
+  const c = CASES[4];
+  const model = await load(archiveFor(c, 7));
+  const ids = randomIds(22, model.vocabulary, 99);
+  for (const exact of [true, false]) {
+    const options = { exact, window: 6, sinks: 3 };
+    const batched = model.logits(ids, { all: true, ...options });
+    const session = model.session(options);
+    const stepwise = ids.map((id) => session.feed([id])[0]);
+    model.engine.check(model.engine.x.needle_session_rewind(session.handle, 15, model.engine.err));
+    const again = session.feed(ids.slice(15), { all: true });
+    session.free();
+    for (let p = 0; p < ids.length; p++) {
+      const error = relativeError(batched[p], stepwise[p]);
+      assert.ok(error <= 1e-5, `exact=${exact} position ${p}: ${error}`);
+      if (p < 15) continue;
+      const rerun = relativeError(again[p - 15], stepwise[p]);
+      assert.ok(rerun <= 1e-5, `exact=${exact} position ${p} after the rewind: ${rerun}`);
+    }
+  }
+  model.free();
+});
