@@ -247,7 +247,7 @@ function constrainedDecode(model, opts) {
 async function otherVariants(bytes, chosen, features, opts) {
   const rates = {};
   for (const [name, variant] of Object.entries(VARIANTS)) {
-    if (name === chosen || !variant.shipped || variant.threaded) continue; // t2 measures the threaded one
+    if (name === chosen || !variant.shipped || variant.threaded || variant.needle3) continue; // t2 measures the threaded one
     try { chooseVariant(features, name); } catch { continue; } // the host cannot run it
     if (!(await stat(variantUrl(name)).catch(() => null))) continue;
     const model = await Model.fromBytes(bytes, { wasm: name, threads: 1 });

@@ -132,6 +132,7 @@ async function fetchCached(request, { signal, cache }) {
   }
   const put = store && response.ok && response.status === 200
     ? store.put(request.url, response.clone()) : null;
+  put?.catch(() => {}); // settle() reads its outcome; a failure before then is not unhandled
   return {
     response, fromCache: false,
     // After the load: keep the cached copy only if the archive loaded.
@@ -290,20 +291,58 @@ async function fill(engine, opened, { onProgress, signal }) {
   }
 }
 
+/** The first chunks of a stream until they hold `count` bytes: { head (at
+ *  most count bytes), chunks (the whole stream again, those chunks first) }. */
+async function peek(chunks, count) {
+  const iterator = chunks[Symbol.asyncIterator]();
+  const seen = [];
+  let size = 0;
+  let ended = false;
+  while (size < count && !ended) {
+    const { value, done } = await iterator.next();
+    if (done) ended = true;
+    else seen.push(value), size += value.length;
+  }
+  const head = new Uint8Array(Math.min(size, count));
+  let at = 0;
+  for (const chunk of seen) {
+    if (at >= head.length) break;
+    head.set(chunk.subarray(0, head.length - at), at);
+    at += Math.min(chunk.length, head.length - at);
+  }
+  async function* replay() {
+    try {
+      yield* seen;
+      while (!ended) {
+        const { value, done } = await iterator.next();
+        if (done) return;
+        yield value;
+      }
+    } finally {
+      if (!ended) await iterator.return?.();
+    }
+  }
+  return { head, chunks: replay() };
+}
+
 /**
- * Streams an archive into engine memory and hands it to build(ptr, size)
- * (which takes ownership of ptr, e.g. Model.fromMemory); returns { value:
- * build's result, size, label, fromCache, cacheError }. A URL's cached copy
- * is kept only when build succeeds.
+ * Streams an archive into the memory of an engine made for it and hands it
+ * to build(ptr, size) (which takes ownership of ptr, e.g. Model.fromMemory);
+ * returns { value: build's result, size, label, fromCache, cacheError }.
+ * createEngine(head) gets the archive's first four bytes (its tag: the
+ * generation) once they arrive and returns the engine to load into; it is
+ * called at most once. A URL's cached copy is kept only when build succeeds.
  * options: onProgress({loaded, total, checked}), signal, cache (false to
  * skip Cache Storage, or a Cache to use), total (for a bare ReadableStream).
  */
-export async function streamArchive(engine, source, options, build) {
+export async function streamArchive(createEngine, source, options, build) {
   const opened = await openSource(source, options);
   let value;
   let size;
   try {
-    const filled = await fill(engine, opened, options);
+    const { head, chunks } = await peek(opened.chunks, 4);
+    const engine = await createEngine(head);
+    const filled = await fill(engine, { ...opened, chunks }, options);
     size = filled.size;
     value = await build(filled.ptr, filled.size);
   } catch (error) {

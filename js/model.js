@@ -12,10 +12,18 @@ const LOAD_REPACK = 1; // NEEDLE_LOAD_REPACK in src/needle.h
 const GENERATE_OPTIONS = ['maxTokens', 'raw', 'temperature', 'topK', 'topP', 'minP', 'repetitionPenalty', 'seed',
   'signal', 'exact'];
 
+const TAG3 = [0x84, 0x2a, 0xe1, 0x05]; // a Needle 3 archive's first bytes (needle3-model.md section 10)
+
+/** The engine variant an archive needs, from its first bytes: Needle 3
+ *  archives run in the needle3 variant; anything else in the default one. */
+export function variantForArchive(head) {
+  return head.length >= 4 && TAG3.every((b, i) => head[i] === b) ? 'needle3' : undefined;
+}
+
 export class Model {
   /** bytes: Uint8Array of a .cact archive; wasm and threads: Engine.create's. */
   static async fromBytes(bytes, { wasm, threads } = {}) {
-    const engine = await Engine.create(wasm, { threads });
+    const engine = await Engine.create(wasm ?? variantForArchive(bytes), { threads });
     try {
       return Model.fromMemory(engine, engine.copyIn(bytes), bytes.length);
     } catch (error) {
@@ -29,14 +37,18 @@ export class Model {
    *  loadModel's (wasm, threads, onProgress, signal, cache, total). The
    *  model's `source` reports { size, label, fromCache, cacheError }. */
   static async load(source, options = {}) {
-    const engine = await Engine.create(options.wasm, { threads: options.threads });
+    let engine;
+    const createEngine = async (head) => {
+      engine = await Engine.create(options.wasm ?? variantForArchive(head), { threads: options.threads });
+      return engine;
+    };
     try {
-      const { value: model, ...report } = await streamArchive(engine, source, options,
+      const { value: model, ...report } = await streamArchive(createEngine, source, options,
         (ptr, size) => Model.fromMemory(engine, ptr, size));
       model.source = report;
       return model;
     } catch (error) {
-      await engine.free();
+      await engine?.free();
       throw error;
     }
   }

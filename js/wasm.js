@@ -22,9 +22,10 @@ export const VARIANTS = Object.freeze({
   // threads (threadPlan below decides when, THREADS_PROBE whether the host
   // has WebAssembly threads); never picked by fittingVariants.
   threads: Object.freeze({ file: 'needle-threads.wasm', needs: ['simd'], shipped: true, threaded: true }),
-  // SIMD128 that also reads Needle 3 archives (validates, inspects and
-  // tokenizes them; sessions refuse them until their forward pass exists).
-  needle3: Object.freeze({ file: 'needle3.wasm', needs: ['simd'], shipped: false }),
+  // SIMD128 that also runs Needle 3 archives (the others refuse them to stay
+  // within their size budget): the loaders pick it by an archive's tag
+  // (model.js variantForArchive), never by fittingVariants.
+  needle3: Object.freeze({ file: 'needle3.wasm', needs: ['simd'], shipped: true, needle3: true }),
 });
 
 // A module with one function (param v128 v128) (result v128) computing
@@ -61,7 +62,7 @@ export function detectFeatures(validate = (bytes) => WebAssembly.validate(bytes)
 /** Shipped single-threaded variants the features allow, best first (the
  *  threaded one is chosen by threadPlan instead). */
 export function fittingVariants(features) {
-  return Object.keys(VARIANTS).filter((n) => VARIANTS[n].shipped && !VARIANTS[n].threaded
+  return Object.keys(VARIANTS).filter((n) => VARIANTS[n].shipped && !VARIANTS[n].threaded && !VARIANTS[n].needle3
     && VARIANTS[n].needs.every((f) => features[f]));
 }
 
@@ -92,6 +93,7 @@ const SHIPPED_URLS = Object.freeze({
   simd: new URL('../dist/needle.wasm', import.meta.url),
   nosimd: new URL('../dist/needle-nosimd.wasm', import.meta.url),
   threads: new URL('../dist/needle-threads.wasm', import.meta.url),
+  needle3: new URL('../dist/needle3.wasm', import.meta.url),
 });
 
 /** URL of a variant's module file (an unshipped one: next to needle.wasm). */

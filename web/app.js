@@ -65,8 +65,7 @@ function explainLoadError(error, needle2 = false) {
       return /not a \.cact archive/.test(error.message) ? 'This file is not a .cact archive.'
         : 'This .cact archive is damaged, or not one this engine can read.';
     case STATUS.UNSUPPORTED:
-      return 'This is a Needle 3 archive. This version of needle-wasm checks Needle 3 files but runs only ' +
-        'Needle 2 models so far.';
+      return 'This is a Needle 3 archive, which only the needle3 engine runs; this page was set to another engine.';
     case STATUS.NOMEM: return 'This browser tab does not have enough memory for this model. Close other tabs and try again.';
     case STATUS.TOKENIZER: return 'The tokenizer inside this archive is damaged.';
     case 'HTTP':

@@ -17,6 +17,7 @@ const SHELL = [
   '../js/thread-worker.js', '../js/options.js', '../js/exact-json.js', '../js/needle2.js', '../js/errors.js',
   '../js/openai.js', '../js/openai-request.js', '../js/openai-chunks.js',
   '../dist/needle.wasm', '../dist/needle-nosimd.wasm', '../dist/needle-relaxed.wasm', '../dist/needle-threads.wasm',
+  '../dist/needle3.wasm',
 ].map((path) => new URL(path, self.location).href);
 
 self.addEventListener('install', (event) => {

@@ -265,14 +265,17 @@ test('demo page: load, tools errors, run, tool result, stop, reset, bad file, UR
   assert.equal(await page.locator('#result-form').isHidden(), true);
   assert.equal(await page.locator('#agent-error').isHidden(), true);
   assert.equal(await text(page, 'stat-state'), 'ready');
-  // A Needle 3 archive: said so in words; the demo model stays active.
-  await page.setInputFiles('#file', { name: 'needle3.cact', mimeType: 'application/octet-stream', buffer: Buffer.from(needle3Archive()) });
-  await page.waitForFunction(() => /needle3\.cact/.test(document.getElementById('load-status').textContent));
-  assert.match(await page.locator('#error .error-main').textContent(), /^This is a Needle 3 archive\. .*runs only Needle 2 models so far\.$/);
-  assert.match(await page.locator('#error .error-detail').textContent(), /tag \(offset 0\) is 0x05e12a84: Needle 3.*\(code 9\)$/);
-  assert.match(await text(page, 'active-model'), DEMO_ACTIVE);
-  assert.equal(await page.locator('#run').isEnabled(), true);
   await shot(page, '8-corrupt-file');
+  // A Needle 3 archive loads into the engine its tag asks for and runs a turn.
+  await page.setInputFiles('#file', { name: 'needle3.cact', mimeType: 'application/octet-stream', buffer: Buffer.from(needle3Archive()) });
+  await page.waitForFunction(() => /^(Loaded|Could not load) needle3\.cact/.test(document.getElementById('load-status').textContent));
+  assert.match(await text(page, 'load-status'), /^Loaded needle3\.cact: /);
+  assert.match(await text(page, 'active-model'), /^Active model: needle3\.cact/);
+  assert.equal(await page.locator('#error').isHidden(), true);
+  await setSetting(page, 'max-tokens', 16);
+  await runTurn(page, '#run');
+  assert.equal(await page.locator('#agent-error').isHidden(), true);
+  assert.equal(await text(page, 'stat-state'), 'done');
 
   // A missing archive by URL, typed relative: said in plain words.
   await page.fill('#url', '/dist/missing.cact');
@@ -280,7 +283,7 @@ test('demo page: load, tools errors, run, tool result, stop, reset, bad file, UR
   await page.waitForFunction(() => /Could not load missing\.cact/.test(document.getElementById('load-status').textContent));
   assert.equal(await page.locator('#error .error-main').textContent(), 'There is no file at this address (HTTP 404). Check the URL.');
   assert.match(await page.locator('#error .error-detail').textContent(), /HTTP 404.*\(code HTTP\)$/);
-  assert.match(await text(page, 'active-model'), DEMO_ACTIVE);
+  assert.match(await text(page, 'active-model'), /^Active model: needle3\.cact/);
 
   // A relative URL loads (the field is not type="url", which refuses them).
   await page.fill('#url', '/dist/demo.cact');

@@ -4,6 +4,9 @@
 // then breaks one way each, as archive.test.js does for Needle 2.
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 import { STATUS, archiveEditors, assertRejected, checkPrefix, startEngine } from './archive-check.js';
 import { makeTestTokenizerBlob, syntheticPieces } from '../../js/cact-writer.js';
@@ -139,19 +142,26 @@ test('the shipped modules refuse a Needle 3 archive by its tag, saying which mod
     (e) => e.code === UNSUPPORTED && /0x05e12a84: Needle 3, read by the needle3 variant only/.test(e.message));
 });
 
-test('the needle3 variant loads a Needle 3 archive for inspection and tokenizing, and refuses to run it', async () => {
-  const model = await Model.fromBytes(make(), { wasm: 'needle3' });
-  try {
-    const { geometry, tensors } = model.inspect();
-    assert.equal(geometry.generation, 3);
-    assert.deepEqual([geometry.headDimension, geometry.vHeadDimension, geometry.qkvConvTaps, geometry.slidingWindow,
-      geometry.globalMaskLo, geometry.sites.length], [12, 16, 3, 8, 4, 3]);
-    assert.equal(tensors.length, names.length);
-    assert.deepEqual([tensors[5].name, tensors[91].name, tensors[125].name, tensors[126].dtype],
-      ['layer 0 q_taps', 'hada_p1', 'head 2 (router) calibration', 'RAW']);
-    assert.ok(model.tokenize('hello world').length > 0);
-    assert.throws(() => model.logits([2, 5]), (e) => e.code === UNSUPPORTED && /a Needle 3 archive: read \(inspect, tokenize\), not run yet/.test(e.message));
-  } finally {
-    await model.free();
+test('a Needle 3 archive loads into the needle3 variant by its tag, from bytes or streamed, and runs', async () => {
+  const bytes = make();
+  const path = join(mkdtempSync(join(tmpdir(), 'needle3-')), 'tiny3.cact');
+  writeFileSync(path, bytes);
+  for (const model of [await Model.fromBytes(bytes), await Model.load(path)]) {
+    try {
+      assert.equal(model.engine.variant, 'needle3');
+      const { geometry, tensors } = model.inspect();
+      assert.equal(geometry.generation, 3);
+      assert.deepEqual([geometry.headDimension, geometry.vHeadDimension, geometry.qkvConvTaps, geometry.slidingWindow,
+        geometry.globalMaskLo, geometry.sites.length], [12, 16, 3, 8, 4, 3]);
+      assert.equal(tensors.length, names.length);
+      assert.deepEqual([tensors[5].name, tensors[91].name, tensors[125].name, tensors[126].dtype],
+        ['layer 0 q_taps', 'hada_p1', 'head 2 (router) calibration', 'RAW']);
+      assert.ok(model.tokenize('hello world').length > 0);
+      const [logits] = model.logits(model.tokenize('hello world'));
+      assert.equal(logits.length, model.vocabulary);
+      assert.ok(logits.every(Number.isFinite));
+    } finally {
+      await model.free();
+    }
   }
 });
