@@ -9,6 +9,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeCact, makeTestTokenizerBlob, syntheticPieces } from '../../js/cact-writer.js';
 import { Model } from '../../js/model.js';
+import { greedyFlips, randomIds, relativeError } from './logit-checks.js';
 import { readArchive, referenceForward } from './reference/index.js';
 
 const TOKENIZER = makeTestTokenizerBlob(syntheticPieces(320));
@@ -55,30 +56,6 @@ function archiveFor(c, seed) {
   });
 }
 
-function randomIds(n, vocabulary, seed) {
-  const ids = [2];
-  let x = seed >>> 0;
-  while (ids.length < n) {
-    x = (Math.imul(x, 1664525) + 1013904223) >>> 0;
-    ids.push(14 + (x % (vocabulary - 14)));
-  }
-  return ids;
-}
-
-const argmax = (v) => v.reduce((best, x, i) => (x > v[best] ? i : best), 0);
-
-/** Positions where want's top two are clear (over 1e-3 of its range apart) and got picks another token. */
-function greedyFlips(got, want) {
-  let flips = 0, clear = 0;
-  want.forEach((w, p) => {
-    const sorted = Array.from(w).sort((a, b) => b - a);
-    if (sorted[0] - sorted[1] <= 1e-3 * (sorted[0] - sorted[sorted.length - 1])) return;
-    clear++;
-    if (argmax(got[p]) !== argmax(w)) flips++;
-  });
-  return { flips, clear };
-}
-
 /** The share of cached K/V level indices (every layer, position, kv head) a
  *  fast-mode session shares with the reference's. */
 function kvLevelAgreement(model, ids, options, want) {
@@ -96,15 +73,6 @@ function kvLevelAgreement(model, ids, options, want) {
     session.free();
   }
   return same / total;
-}
-
-function relativeError(got, want) {
-  let diff = 0, scale = 0;
-  for (let i = 0; i < want.length; i++) {
-    diff = Math.max(diff, Math.abs(got[i] - want[i]));
-    scale = Math.max(scale, Math.abs(want[i]));
-  }
-  return diff / scale;
 }
 
 for (const [i, c] of CASES.entries()) {

@@ -14,6 +14,7 @@ import { makeTestTokenizerBlob, syntheticPieces } from '../../js/cact-writer.js'
 import { writeCact3 } from '../../js/cact3-writer.js';
 import { TINY3_GEOMETRY } from '../../js/cact3-format.js';
 import { Model } from '../../js/model.js';
+import { greedyFlips, randomIds, relativeError } from './logit-checks.js';
 import { readArchive3 } from './reference/archive3.js';
 import { referenceForward3 } from './reference/model3.js';
 
@@ -48,40 +49,6 @@ function archiveFor(c, seed) {
   if (c.released) return writeCact3({ seed, tokenizer: RELEASED_TOKENIZER });
   return writeCact3({ geometry: { ...TINY3_GEOMETRY, ...c.geometry }, seed, bits: c.bits, group: c.group ?? 32,
     tokenizer: TOKENIZER });
-}
-
-function randomIds(n, vocabulary, seed) {
-  const ids = [2];
-  let x = seed >>> 0;
-  while (ids.length < n) {
-    x = (Math.imul(x, 1664525) + 1013904223) >>> 0;
-    ids.push(14 + (x % (vocabulary - 14)));
-  }
-  return ids;
-}
-
-function relativeError(got, want) {
-  let diff = 0, scale = 0;
-  for (let i = 0; i < want.length; i++) {
-    if (want[i] === -Infinity && got[i] === -Infinity) continue;
-    diff = Math.max(diff, Math.abs(got[i] - want[i]));
-    scale = Math.max(scale, Math.abs(want[i]));
-  }
-  return diff / scale;
-}
-
-const argmax = (v) => v.reduce((best, x, i) => (x > v[best] ? i : best), 0);
-
-/** Positions where want's top two are clear (over 1e-3 of its range apart) and got picks another token. */
-function greedyFlips(got, want) {
-  let flips = 0, clear = 0;
-  want.forEach((w, p) => {
-    const sorted = Array.from(w).sort((a, b) => b - a);
-    if (sorted[0] - sorted[1] <= 1e-3 * (sorted[0] - sorted[sorted.length - 1])) return;
-    clear++;
-    if (argmax(got[p]) !== argmax(w)) flips++;
-  });
-  return { flips, clear };
 }
 
 const load = (bytes) => Model.fromBytes(bytes, { wasm: 'needle3' });
