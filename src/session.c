@@ -59,6 +59,8 @@ struct needle_session {
     float *v0;                    /* [sites][v0_cap][d] engram values before the taps */
     float *raw;                   /* Needle 3: [L][raw_cap][q|k|v] projections before the convolution */
     uint32_t raw_cap, raw_from;
+    float *raw_pin;               /* [L][C-1][q|k|v] copies of the last C-1 sinks' raw rows */
+    uint64_t raw_pinned;          /* bit i: pinned row i holds position sinks - (C-1) + i */
     float *pool;                  /* [heads][P][2 + d]: max, sum, weighted sum */
     size_t pool_floats;
     size_t bytes, sink_bytes;     /* allocated in total; by the sink storage */
@@ -574,22 +576,52 @@ static void post_norm_position(const void *ctx, uint32_t t) {
 }
 
 #ifdef ND_NEEDLE3
+static uint32_t raw_width(const nd_geometry *g) {
+    return (g->query_heads + g->kv_heads) * g->head_dim + g->kv_heads * g->v_head_dim;
+}
+
+/* The pinned copy of position p's raw row in layer li, or NULL when p is not
+ * among the last C-1 sinks: those rows outlive the ring, so a rewind to the
+ * end of the static prefix can always re-run the convolution. */
+static float *raw_pin_row(const needle_session *s, uint32_t li, uint32_t p) {
+    const nd_geometry *g = &s->model->archive.geometry;
+    uint32_t keep = g->conv_taps - 1;
+    if (!s->raw_pin || p >= s->sinks || p + keep < s->sinks) return NULL;
+    return s->raw_pin + ((size_t)li * keep + p + keep - s->sinks) * raw_width(g);
+}
+
+/* Whether position p's raw rows are still held, in the ring or pinned. */
+static int raw_kept(const needle_session *s, uint32_t p) {
+    if (p >= s->position) return 0;
+    if (p >= s->raw_from) return 1;
+    return raw_pin_row(s, 0, p) && (s->raw_pinned >> (p + s->model->archive.geometry.conv_taps - 1 - s->sinks) & 1);
+}
+
+/* Position p's raw row in layer li, wherever it is held. */
+static float *raw_row(const needle_session *s, uint32_t li, uint32_t p) {
+    float *pinned = p < s->raw_from ? raw_pin_row(s, li, p) : NULL;
+    return pinned ? pinned : s->raw + ((size_t)li * s->raw_cap + p % s->raw_cap) * raw_width(&s->model->archive.geometry);
+}
+
 /* Needle 3's causal depthwise convolution of the raw q, k and v projections
  * of the chunk, in place: x[p] = sum_j taps[j] (.) raw[p - j] over the taps
  * whose position exists and lies in the layer's band (needle3-model.md
- * section 4). The raw rows are kept in s->raw for later chunks. */
+ * section 4). The raw rows are kept in s->raw for later chunks, and the
+ * last C-1 sinks' also in s->raw_pin. */
 static void convolve_qkv(needle_session *s, const nd_layer *l, uint32_t li, uint32_t p0, uint32_t T) {
     const nd_geometry *g = &s->model->archive.geometry;
     uint32_t qw = g->query_heads * g->head_dim, kw = g->kv_heads * g->head_dim, vw = g->kv_heads * g->v_head_dim;
-    uint32_t row = qw + kw + vw, band = layer_band(g, li);
+    uint32_t band = layer_band(g, li);
     float *parts[] = {s->q, s->k, s->v};
     const float *taps[] = {l->q_taps, l->k_taps, l->v_taps};
     uint32_t width[] = {qw, kw, vw}, off[] = {0, qw, qw + kw};
-    float *ring = s->raw + (size_t)li * s->raw_cap * row;
-    for (uint32_t t = 0; t < T; t++)
-        for (int k = 0; k < 3; k++)
-            memcpy(ring + (size_t)((p0 + t) % s->raw_cap) * row + off[k], parts[k] + (size_t)t * width[k],
-                   width[k] * sizeof(float));
+    for (uint32_t t = 0; t < T; t++) {
+        float *ring = s->raw + ((size_t)li * s->raw_cap + (p0 + t) % s->raw_cap) * (qw + kw + vw);
+        for (int k = 0; k < 3; k++) memcpy(ring + off[k], parts[k] + (size_t)t * width[k], width[k] * sizeof(float));
+        float *pinned = raw_pin_row(s, li, p0 + t);
+        if (pinned) memcpy(pinned, ring, (qw + kw + vw) * sizeof(float));
+        if (pinned) s->raw_pinned |= 1ull << (p0 + t + g->conv_taps - 1 - s->sinks);
+    }
     for (uint32_t t = 0; t < T; t++) {
         uint32_t p = p0 + t;
         for (int k = 0; k < 3; k++) {
@@ -597,7 +629,7 @@ static void convolve_qkv(needle_session *s, const nd_layer *l, uint32_t li, uint
             memset(x, 0, width[k] * sizeof(float));
             for (uint32_t j = 0; j < g->conv_taps && j <= p && j < band; j++) {
                 const float *tap = taps[k] + (size_t)j * width[k];
-                const float *raw = ring + (size_t)((p - j) % s->raw_cap) * row + off[k];
+                const float *raw = raw_row(s, li, p - j) + off[k];
                 for (uint32_t c = 0; c < width[k]; c++) x[c] += tap[c] * raw[c];
             }
         }
@@ -1075,11 +1107,13 @@ int needle_session_rewind(needle_session *s, uint32_t r, needle_error *err) {
     if ((lo < r && lo < s->kv_from) || (tlo < r && tlo < s->tok_from))
         return nd_fail(err, NEEDLE_E_CONTEXT, "cannot rewind to %u: positions from %u on left the cache",
                        r, lo < s->kv_from ? lo : tlo);
-    /* Needle 3's convolution at r reads the raw projections of [clo, r). */
-    uint32_t clo = g->conv_taps && r + 1 > g->conv_taps ? r + 1 - g->conv_taps : 0;
-    if (ND_IS_V3(g) && s->raw_cap && clo < r && clo < s->raw_from)
-        return nd_fail(err, NEEDLE_E_CONTEXT, "cannot rewind to %u: the convolution state of %u left the cache",
-                       r, clo);
+#ifdef ND_NEEDLE3
+    /* Needle 3's convolution at r reads the raw projections of [r - C + 1, r). */
+    for (uint32_t p = r + 1 > g->conv_taps ? r + 1 - g->conv_taps : 0; s->raw_cap && p < r; p++)
+        if (!raw_kept(s, p))
+            return nd_fail(err, NEEDLE_E_CONTEXT, "cannot rewind to %u: the convolution state of %u left the cache",
+                           r, p);
+#endif
     s->position = r;
     if (s->kv_from > r) s->kv_from = r;
     if (s->tok_from > r) s->tok_from = r;
@@ -1235,11 +1269,14 @@ static int session_alloc(needle_session *s, needle_error *err) {
                ((size_t)g->site_count * s->v0_cap * g->hidden + s->pool_floats) * sizeof(float);
 #ifdef ND_NEEDLE3
     if (g->conv_taps) { /* the raw projections of every position a rewind may return to */
-        uint64_t row = (uint64_t)(g->query_heads + g->kv_heads) * g->head_dim + (uint64_t)g->kv_heads * g->v_head_dim;
+        uint64_t row = raw_width(g);
         s->raw_cap = s->kv_cap + g->conv_taps;
         s->raw = alloc_array((uint64_t)g->layers * s->raw_cap * row, sizeof(float));
         if (!s->raw) return nd_fail(err, NEEDLE_E_NOMEM, "no memory for the convolution state");
         s->bytes += (size_t)g->layers * s->raw_cap * row * sizeof(float);
+        if (g->conv_taps > 1 && !(s->raw_pin = alloc_array((uint64_t)g->layers * (g->conv_taps - 1) * row, sizeof(float))))
+            return nd_fail(err, NEEDLE_E_NOMEM, "no memory for the pinned convolution state");
+        s->bytes += (size_t)g->layers * (g->conv_taps - 1) * row * sizeof(float);
     }
 #endif
     pool_clear(s);
@@ -1269,9 +1306,38 @@ needle_session *needle_session_new(const needle_model *model, uint32_t window, u
 void needle_session_free(needle_session *s) {
     if (!s) return;
     free(s->ring), free(s->sink), free(s->ring_tok), free(s->sink_tok), free(s->v0);
-    free(s->pool), free(s->slots), free(s->buf), free(s->attn_buf), free(s->raw);
+    free(s->pool), free(s->slots), free(s->buf), free(s->attn_buf), free(s->raw), free(s->raw_pin);
     free(s);
 }
+
+#ifdef ND_NEEDLE3
+/* For set_sinks: the raw rows of the new last C-1 sinks, from wherever they
+ * are still held (a row no longer held stays unpinned, and a rewind that
+ * needs it is refused). */
+static int raw_repin(const needle_session *s, uint32_t sinks, float **out, uint64_t *bits, needle_error *err) {
+    *out = NULL, *bits = 0;
+    if (!s->raw_pin) return NEEDLE_OK;
+    const nd_geometry *g = &s->model->archive.geometry;
+    uint32_t keep = g->conv_taps - 1, row = raw_width(g);
+    float *pin = alloc_array((uint64_t)g->layers * keep * row, sizeof(float));
+    if (!pin) return nd_fail(err, NEEDLE_E_NOMEM, "no memory for the pinned convolution state");
+    uint64_t pinned = 0;
+    for (uint32_t p = sinks > keep ? sinks - keep : 0; p < sinks; p++) {
+        if (!raw_kept(s, p)) continue;
+        for (uint32_t li = 0; li < g->layers; li++)
+            memcpy(pin + ((size_t)li * keep + p + keep - sinks) * row, raw_row(s, li, p), row * sizeof(float));
+        pinned |= 1ull << (p + keep - sinks);
+    }
+    *out = pin, *bits = pinned;
+    return NEEDLE_OK;
+}
+#else
+static int raw_repin(const needle_session *s, uint32_t sinks, float **out, uint64_t *bits, needle_error *err) {
+    (void)s, (void)sinks, (void)err;
+    *out = NULL, *bits = 0;
+    return NEEDLE_OK;
+}
+#endif
 
 int needle_session_set_sinks(needle_session *s, uint32_t sinks, needle_error *err) {
     if (!s) return nd_fail(err, NEEDLE_E_ARGUMENT, "session is NULL");
@@ -1286,8 +1352,12 @@ int needle_session_set_sinks(needle_session *s, uint32_t sinks, needle_error *er
                        s->sinks, move_to - 1);
     uint8_t *kv;
     int32_t *tok;
-    int rc = alloc_sinks(s, sinks, &kv, &tok, err);
+    float *pin;
+    uint64_t pinned;
+    int rc = raw_repin(s, sinks, &pin, &pinned, err);
+    if (!rc && (rc = alloc_sinks(s, sinks, &kv, &tok, err))) free(pin);
     if (rc) return rc;
+    if (pin) free(s->raw_pin), s->raw_pin = pin, s->raw_pinned = pinned;
     if (keep > sinks) keep = sinks;
     uint32_t upto = keep > move_to ? keep : move_to;
     const nd_geometry *g = &s->model->archive.geometry;

@@ -7,13 +7,15 @@
 // it (measured 1.8e-7 to 5.2e-3; 1.1e-2 and 1.2e-2 where 1-bit and ternary
 // weights make A8 itself move the logits by 1-2e-2, 1.9e-2 with the CQ K/V of
 // kvBits 4), with the same greedy token at every clear position. Also: prefill equals
-// token-by-token decode, and a rewind re-runs the convolution's state.
+// token-by-token decode, and a rewind re-runs the convolution's state, also
+// back to the sinks long after their raw rows left the ring.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { makeTestTokenizerBlob, syntheticPieces } from '../../js/cact-writer.js';
 import { writeCact3 } from '../../js/cact3-writer.js';
 import { TINY3_GEOMETRY } from '../../js/cact3-format.js';
 import { Model } from '../../js/model.js';
+import { STATUS } from '../../js/errors.js';
 import { greedyFlips, randomIds, relativeError } from './logit-checks.js';
 import { readArchive3 } from './reference/archive3.js';
 import { referenceForward3 } from './reference/model3.js';
@@ -104,6 +106,30 @@ test('Needle 3: prefill equals token-by-token decode, and a rewind re-runs from 
       const rerun = relativeError(again[p - 15], stepwise[p]);
       assert.ok(rerun <= 1e-5, `exact=${exact} position ${p} after the rewind: ${rerun}`);
     }
+  }
+  model.free();
+});
+
+test('Needle 3: a rewind to the end of the sinks works after the ring has moved on (their raw rows are pinned)', async () => {
+  const c = CASES[4];
+  const model = await load(archiveFor(c, 8));
+  const ids = randomIds(60, model.vocabulary, 98);
+  const sinks = 4; // convolution taps 3: positions 2 and 3 are pinned, 1 is not
+  for (const exact of [true, false]) {
+    const options = { exact, window: 6, sinks };
+    const session = model.session(options);
+    for (const id of ids) session.feed([id]);
+    const rewind = (r) => model.engine.x.needle_session_rewind(session.handle, r, model.engine.err);
+    assert.equal(rewind(sinks - 1), STATUS.CONTEXT, 'position 1 left the ring: a rewind to 3 must be refused');
+    assert.equal(rewind(sinks), STATUS.OK);
+    const again = session.feed(ids.slice(sinks), { all: true });
+    session.free();
+    const fresh = model.session(options); // the same feeds, never rewound: the same bits
+    for (const id of ids.slice(0, sinks)) fresh.feed([id]);
+    const want = fresh.feed(ids.slice(sinks), { all: true });
+    fresh.free();
+    for (let p = 0; p < want.length; p++)
+      assert.deepEqual(again[p], want[p], `exact=${exact} position ${sinks + p} after the rewind to the sinks`);
   }
   model.free();
 });
