@@ -446,12 +446,16 @@ export function makeTestTokenizerBlob(pieces, {
 
 const CHAT_MARKERS = ['<|im_start|>', '<|im_end|>', '<think>', '</think>', '<tools>', '</tools>',
   '<tool_call>', '</tool_call>', '<tool_result>', '</tool_result>'];
+/** Needle 3's markers: the ten of Needle 2, then six more (ids 14..19). */
+export const CHAT_MARKERS3 = Object.freeze([...CHAT_MARKERS,
+  '<context>', '</context>', '<extract>', '</extract>', '<schema>', '</schema>']);
 
 /** A synthetic vocabulary of `count` pieces laid out like the base model's:
- *  pad, eos, bos, unk, the ten chat markers (user-defined), 256 byte pieces,
- *  then normal pieces (ASCII letters, then made-up words). */
-export function syntheticPieces(count) {
-  const pieces = ['<pad>', '</s>', '<s>', '<unk>', ...CHAT_MARKERS.map((piece) => ({ piece, type: 3, score: 0 }))];
+ *  pad, eos, bos, unk, the chat markers (user-defined; Needle 2's ten unless
+ *  given), 256 byte pieces, then normal pieces (ASCII letters, then made-up
+ *  words). */
+export function syntheticPieces(count, markers = CHAT_MARKERS) {
+  const pieces = ['<pad>', '</s>', '<s>', '<unk>', ...markers.map((piece) => ({ piece, type: 3, score: 0 }))];
   for (let b = 0; b < 256; b++) pieces.push(`<0x${b.toString(16).toUpperCase().padStart(2, '0')}>`);
   const letters = 'abcdefghijklmnopqrstuvwxyz';
   for (const ch of `\u2581${letters}${letters.toUpperCase()}0123456789.,:;{}[]"'_-/()`) pieces.push(ch);

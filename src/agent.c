@@ -7,6 +7,11 @@
  * reset() can rewind to them. needle_agent_step() produces one piece at a
  * time (so callers can stream the reasoning); markers are forced, the
  * reasoning is free, the calls are constrained by the tools' grammar.
+ * Needle 3 (needle3-model.md section 8) differs in three places: its system
+ * text is stripped, its JSON keeps non-ASCII characters as themselves
+ * (tools, tool results and the grammar's literals), and its reasoning sits
+ * between newlines ("<think>\n...\n</think>": the model writes them, the
+ * envelope strips them).
  *
  * Ownership: the agent owns its session, sampler, grammar and buffers; the
  * model must outlive it. */
@@ -43,6 +48,11 @@ enum { M_IM_START, M_IM_END, M_THINK, M_THINK_END, M_TOOLS, M_TOOLS_END, M_CALL,
 static const char *const MARKERS[MARKER_COUNT] = {
     "<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tools>", "</tools>",
     "<tool_call>", "</tool_call>", "<tool_result>", "</tool_result>"};
+/* Needle 3's six further markers (needle3-model.md section 7): unused by its
+ * chat format, so never written in the reasoning. */
+#define EXTRA_MARKERS 6
+static const char *const MARKERS3[EXTRA_MARKERS] = {
+    "<context>", "</context>", "<extract>", "</extract>", "<schema>", "</schema>"};
 
 enum phase { P_IDLE, P_PREFILL, P_REASON, P_CALL, P_DONE };
 /* Prompt tokens one needle_agent_step feeds: a step stays short (8 tokens
@@ -59,6 +69,8 @@ struct needle_agent {
     const needle_tokenizer *tok;
     uint32_t vocab;
     int32_t marker[MARKER_COUNT], bos, eos;
+    int32_t extra[EXTRA_MARKERS]; /* MARKERS3's ids, -1 where the vocabulary has none */
+    int v3;                       /* Needle 3's chat format (needle3-model.md section 8) */
     /* declared tools (compact JSON each) and the chosen ones */
     char *tools[MAX_TOOLS];
     uint32_t tool_count, chosen[RETRIEVAL_TOP], chosen_count;
@@ -181,6 +193,9 @@ needle_agent *needle_agent_new(const needle_model *model, needle_error *err) {
     a->vocab = model->archive.geometry.vocab;
     a->bos = needle_tokenizer_special(a->tok, 2);
     a->eos = needle_tokenizer_special(a->tok, 1);
+    a->v3 = ND_IS_V3(&model->archive.geometry);
+    for (int m = 0; m < EXTRA_MARKERS; m++)
+        a->extra[m] = needle_tokenizer_piece_id(a->tok, MARKERS3[m], strlen(MARKERS3[m]));
     for (int m = 0; m < MARKER_COUNT; m++) {
         a->marker[m] = needle_tokenizer_piece_id(a->tok, MARKERS[m], strlen(MARKERS[m]));
         if (a->marker[m] < 0) {
@@ -270,7 +285,7 @@ int needle_agent_add_tool(needle_agent *a, const char *json, size_t len, needle_
     if (a->tool_count == MAX_TOOLS)
         return nd_fail(err, NEEDLE_E_ARGUMENT, "more than %d tools", MAX_TOOLS);
     needle_error why;
-    size_t n = needle_json_compact(json, len, NULL, 0, &why);
+    size_t n = nd_json_compact(json, len, !a->v3, NULL, 0, &why);
     if (n == 0) return nd_fail(err, NEEDLE_E_SCHEMA, "tool %u is not valid JSON: %s", a->tool_count, why.message);
     if (n > MAX_TOOL_BYTES)
         return nd_fail(err, NEEDLE_E_ARGUMENT, "tool %u is %zu bytes of compact JSON, over the limit of %d",
@@ -282,7 +297,7 @@ int needle_agent_add_tool(needle_agent *a, const char *json, size_t len, needle_
                        total, MAX_TOOLS_BYTES);
     char *text = malloc(n + 1);
     if (!text) return nd_fail(err, NEEDLE_E_NOMEM, "out of memory adding a tool");
-    needle_json_compact(json, len, text, n + 1, err);
+    nd_json_compact(json, len, !a->v3, text, n + 1, err);
     int status = check_tool_tokens(a, text, n, err);
     if (status) {
         free(text);
@@ -419,6 +434,15 @@ static int choose_tools(needle_agent *a, const char *query, size_t len, uint32_t
 
 /* ---- the conversation ---------------------------------------------------- */
 
+/* Python's str.strip() for ASCII whitespace: Needle 3 strips the system text
+ * and the reasoning (needle3-model.md section 8). */
+static const char *strip(const char *s, size_t *len) {
+    static const char space[] = " \t\n\r\v\f";
+    while (*len && memchr(space, s[*len - 1], sizeof space - 1)) --*len;
+    while (*len && memchr(space, *s, sizeof space - 1)) s++, --*len;
+    return s;
+}
+
 /* Renders and prefills BOS + system turn + "<|im_start|>user\n<tools>...</tools>"
  * for the chosen tools, pins it, then re-feeds the conversation so far. */
 static int start_conversation(needle_agent *a, needle_error *err) {
@@ -427,9 +451,11 @@ static int start_conversation(needle_agent *a, needle_error *err) {
     a->session = NULL, a->grammar = NULL;
     buffer text = {0}, tools = {0};
     int status = render_tools(a, a->chosen, a->chosen_count, &tools);
-    if (!status && a->system.len) {
+    size_t system_len = a->system.len;
+    const char *system = a->v3 ? strip(a->system.data, &system_len) : a->system.data;
+    if (!status && system_len) {
         status = buffer_str(&text, "<|im_start|>system\n");
-        if (!status) status = buffer_put(&text, a->system.data, a->system.len);
+        if (!status) status = buffer_put(&text, system, system_len);
         if (!status) status = buffer_str(&text, "<|im_end|>\n");
     }
     if (!status) status = buffer_str(&text, "<|im_start|>user\n<tools>");
@@ -444,7 +470,7 @@ static int start_conversation(needle_agent *a, needle_error *err) {
                          "declare fewer or shorter tools", a->prefix.len, MAX_TOOLS_BLOCK_TOKENS);
     if (!status) {
         a->grammar = nd_grammar_new_calls(a->vocab_trie, tools.data, tools.len, a->marker[M_CALL_END],
-                                          a->require_call ? 1 : 0, err);
+                                          a->require_call ? 1 : 0, !a->v3, err);
         if (!a->grammar) status = err ? err->code : NEEDLE_E_SCHEMA;
     }
     if (!status) {
@@ -470,7 +496,7 @@ int needle_agent_init(needle_agent *a, const char *system, size_t len, needle_er
     buffer all = {0};
     int status = render_tools(a, NULL, a->tool_count, &all);
     needle_grammar *g = status ? NULL
-                               : needle_grammar_new_shared(a->vocab_trie, all.data, all.len, a->marker[M_CALL_END], err);
+                               : nd_grammar_new_calls(a->vocab_trie, all.data, all.len, a->marker[M_CALL_END], 0, !a->v3, err);
     free(all.data);
     if (!g) return status ? nd_fail(err, NEEDLE_E_NOMEM, "out of memory") : (err ? err->code : NEEDLE_E_SCHEMA);
     needle_grammar_free(g);
@@ -502,10 +528,10 @@ static int render_turn(needle_agent *a, const char *text, size_t len, idlist *ou
     buffer b = {0};
     int first = a->conversation.len == 0, status = 0;
     if (a->turn_kind == NEEDLE_TURN_TOOL_RESULT) {
-        size_t n = needle_json_compact(text, len, NULL, 0, err);
+        size_t n = nd_json_compact(text, len, !a->v3, NULL, 0, err);
         char *compact = n ? malloc(n + 1) : NULL;
         if (!compact) return n ? nd_fail(err, NEEDLE_E_NOMEM, "out of memory") : err ? err->code : NEEDLE_E_ARGUMENT;
-        needle_json_compact(text, len, compact, n + 1, err);
+        nd_json_compact(text, len, !a->v3, compact, n + 1, err);
         status = buffer_str(&b, "\n<|im_start|>user\n<tool_result>");
         if (!status) status = buffer_put(&b, compact, n);
         if (!status) status = buffer_str(&b, "</tool_result>");
@@ -627,15 +653,17 @@ static int32_t sample(needle_agent *a) {
     return needle_sampler_sample(a->sampler, a->masked, a->conversation.ids + a->conversation.len - n, n);
 }
 
-/* Ends the reasoning: "</think>\n<tool_call>" is forced, then the calls. */
-static int close_reasoning(needle_agent *a, char *out, size_t cap, size_t *out_len) {
-    int status = force(a, "</think>\n<tool_call>", out, cap, out_len);
+/* Ends the reasoning: "</think>\n<tool_call>" is forced, then the calls.
+ * Needle 3's reasoning ends with a newline (the model writes it); one cut
+ * short by the budget gets it forced. */
+static int close_reasoning(needle_agent *a, int budget, char *out, size_t cap, size_t *out_len) {
+    int status = force(a, a->v3 && budget ? "\n</think>\n<tool_call>" : "</think>\n<tool_call>", out, cap, out_len);
     if (status >= 0) a->phase = P_CALL;
     return status;
 }
 
 static int step_reasoning(needle_agent *a, char *out, size_t cap, size_t *out_len) {
-    if (a->generated >= a->reasoning_max) return close_reasoning(a, out, cap, out_len);
+    if (a->generated >= a->reasoning_max) return close_reasoning(a, 1, out, cap, out_len);
     memcpy(a->masked, a->logits, a->vocab * sizeof *a->masked);
     /* Free text: anything but control pieces and markers other than </think>. */
     for (int which = 0; which < 4; which++) {
@@ -644,9 +672,11 @@ static int step_reasoning(needle_agent *a, char *out, size_t cap, size_t *out_le
     }
     for (int m = 0; m < MARKER_COUNT; m++)
         if (m != M_THINK_END) a->masked[a->marker[m]] = -INFINITY;
+    for (int m = 0; m < EXTRA_MARKERS; m++)
+        if (a->extra[m] >= 0) a->masked[a->extra[m]] = -INFINITY;
     int32_t token = sample(a);
     a->generated++;
-    if (token == a->marker[M_THINK_END]) return close_reasoning(a, out, cap, out_len);
+    if (token == a->marker[M_THINK_END]) return close_reasoning(a, 0, out, cap, out_len);
     needle_error err;
     if (ids_put(&a->reasoning, &token, 1)) return fail_turn(a, NEEDLE_E_NOMEM, "out of memory");
     int status = feed(a, &token, 1, &err);
@@ -833,7 +863,8 @@ size_t needle_agent_envelope(const needle_agent *a, char *out, size_t cap) {
     buffer_str(&b, ",\"function_calls\":");
     buffer_str(&b, calls ? calls : "[]");
     buffer_str(&b, ",\"reasoning\":");
-    put_json_string(&b, reasoning ? reasoning : "", reasoning_len);
+    const char *shown = reasoning && a->v3 ? strip(reasoning, &reasoning_len) : reasoning;
+    put_json_string(&b, shown ? shown : "", reasoning_len);
     double c = ok ? confidence(a, &present) : 0;
     if (present) snprintf(num, sizeof num, ",\"confidence\":%.6g", c);
     buffer_str(&b, present ? num : ",\"confidence\":null");

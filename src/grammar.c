@@ -94,11 +94,11 @@ void needle_grammar_reset(needle_grammar *g) {
 
 needle_grammar *needle_grammar_new_shared(const needle_vocab *vocab, const char *tools_json, size_t len,
                                           int32_t end_token, needle_error *err) {
-    return nd_grammar_new_calls(vocab, tools_json, len, end_token, 0, err);
+    return nd_grammar_new_calls(vocab, tools_json, len, end_token, 0, 1, err);
 }
 
 needle_grammar *nd_grammar_new_calls(const needle_vocab *vocab, const char *tools_json, size_t len,
-                                     int32_t end_token, uint32_t min_calls, needle_error *err) {
+                                     int32_t end_token, uint32_t min_calls, int ascii, needle_error *err) {
     if (!vocab) { nd_fail(err, NEEDLE_E_ARGUMENT, "grammar: NULL vocabulary"); return NULL; }
     nd_json *doc = nd_json_parse(tools_json, len, ND_TOOLS_JSON_DEPTH, err);
     if (!doc) {
@@ -109,7 +109,7 @@ needle_grammar *nd_grammar_new_calls(const needle_vocab *vocab, const char *tool
     needle_grammar *g = calloc(1, sizeof *g);
     if (!g) { nd_json_free(doc); nd_fail(err, NEEDLE_E_NOMEM, "grammar: out of memory"); return NULL; }
     g->vocab = vocab, g->end_token = end_token;
-    int rc = nd_build_graph(&g->gr, nd_json_root(doc), min_calls, err);
+    int rc = nd_build_graph(&g->gr, nd_json_root(doc), min_calls, ascii, err);
     nd_json_free(doc);
     if (rc) { needle_grammar_free(g); return NULL; }
     g->ctext = ND_MAX_OUTPUT + ND_MAX_PIECE + 1;

@@ -11,9 +11,11 @@
 #include "needle.h"
 
 /* needle_grammar_new_shared whose call array holds at least min_calls calls
- * (when there are tools): an extraction must call its one tool. */
+ * (when there are tools): an extraction must call its one tool. ascii: the
+ * names, keys and enum values are written as ensure_ascii writes them (1,
+ * Needle 2) or with non-ASCII characters as themselves (0, Needle 3). */
 needle_grammar *nd_grammar_new_calls(const needle_vocab *vocab, const char *tools_json, size_t len,
-                                     int32_t end_token, uint32_t min_calls, needle_error *err);
+                                     int32_t end_token, uint32_t min_calls, int ascii, needle_error *err);
 
 /* Feeds raw bytes as if a token carried them: returns NEEDLE_OK when every
  * byte keeps the output a valid prefix (the state advances), otherwise

@@ -163,7 +163,7 @@ struct needle_grammar {
 /* grammar_schema.c. Compiles the tools array into gr: the call array with
  * at least min_calls calls (when there are tools). NEEDLE_OK, or an error
  * in err. */
-int nd_build_graph(graph *gr, const nd_jv *tools, uint32_t min_calls, needle_error *err);
+int nd_build_graph(graph *gr, const nd_jv *tools, uint32_t min_calls, int ascii, needle_error *err);
 void nd_graph_free(graph *gr);
 
 /* grammar_match.c. Pushes a copy of w on the frame arena: its index, or -1

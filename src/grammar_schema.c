@@ -97,6 +97,7 @@ typedef struct {
     oneof_check *oneofs;
     size_t noneofs, coneofs;
     const nd_jv *tools;
+    int ascii;              /* literals as ensure_ascii writes them (nd_jv_compact) */
 } cc;
 
 /* Renders s[0..n) for an error message: JSON escapes for '"', '\\' and
@@ -642,10 +643,10 @@ static int32_t compile_object(cc *c, const nd_jv *s) {
                 cfail(c, "duplicate property \"%s\"", shown);
                 goto out;
             }
-        size_t n = nd_json_string(k->key, k->klen, NULL, 0);
+        size_t n = nd_json_string(k->key, k->klen, c->ascii, NULL, 0);
         keys[i].s = malloc(n + 1);
         if (!keys[i].s) { oom(c); goto out; }
-        keys[i].n = nd_json_string(k->key, k->klen, keys[i].s, n + 1);
+        keys[i].n = nd_json_string(k->key, k->klen, c->ascii, keys[i].s, n + 1);
         keys[i].s[keys[i].n] = 0;
         size_t s1, s2;
         path_push(c, "properties", 10, &s1);
@@ -848,9 +849,9 @@ static int32_t compile_enum(cc *c, const nd_jv *s, int types) {
     for (size_t i = 0; i < n; i++) {
         const nd_jv *v = e ? &e->kids[i] : k;
         if (types && !(jv_types(v) & types)) continue;
-        size_t len = nd_jv_compact(v, NULL, 0);
+        size_t len = nd_jv_compact(v, c->ascii, NULL, 0);
         char *t = len < SIZE_MAX ? malloc(len + 1) : NULL;
-        if (t && nd_jv_compact(v, t, len + 1) == len) t[len] = 0; /* texts end with NUL (messages, strtod) */
+        if (t && nd_jv_compact(v, c->ascii, t, len + 1) == len) t[len] = 0; /* texts end with NUL (messages, strtod) */
         else {
             free(t);
             for (uint32_t j = 0; j < w; j++) free(ls[j].s);
@@ -1150,11 +1151,11 @@ static int check_oneof(cc *c, const oneof_check *k) {
 
 /* One call: {"name":<the tool's name>,"arguments":<args>}. */
 static int32_t call_node(cc *c, const nd_jv *name, int32_t args) {
-    size_t len = nd_json_string(name->str, name->len, NULL, 0);
+    size_t len = nd_json_string(name->str, name->len, c->ascii, NULL, 0);
     lit *ls = calloc(1, sizeof *ls);
     if (ls) ls->s = malloc(len + 1), ls->n = len;
     if (!ls || !ls->s) { free(ls); return oom(c); }
-    nd_json_string(name->str, name->len, ls->s, len + 1);
+    nd_json_string(name->str, name->len, c->ascii, ls->s, len + 1);
     ls->s[len] = 0;
     int32_t nameid = lit_node(c, ls, 1);
     int32_t obj = new_node(c, K_OBJ);
@@ -1192,11 +1193,11 @@ static int check_tools(cc *c, const int32_t *argv) {
 }
 
 /* The call array: [ {"name":<tool>,"arguments":<parameters>} ... ]. */
-int nd_build_graph(graph *gr, const nd_jv *tools, uint32_t min_calls, needle_error *err) {
+int nd_build_graph(graph *gr, const nd_jv *tools, uint32_t min_calls, int ascii, needle_error *err) {
     if (tools->type != ND_JARRAY) return nd_fail(err, NEEDLE_E_SCHEMA, "tools: must be a JSON array");
     if (tools->n > 1024) return nd_fail(err, NEEDLE_E_SCHEMA, "tools: more than 1024 tools");
     cc c = {0};
-    c.gr = gr, c.err = err, c.any = -1, c.tools = tools;
+    c.gr = gr, c.err = err, c.any = -1, c.tools = tools, c.ascii = ascii;
     int32_t *calls = malloc((tools->n ? tools->n : 1) * sizeof *calls);
     int32_t *argv = malloc((tools->n ? tools->n : 1) * sizeof *argv);
     int rc = -1;

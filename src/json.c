@@ -297,6 +297,7 @@ typedef struct {
     char *out;
     size_t cap, len;
     int oom;
+    int ascii; /* Python's ensure_ascii: everything past 0x7E as \\uXXXX (Needle 2) */
 } sink;
 
 static void emit(sink *k, const char *s, size_t n) {
@@ -324,7 +325,9 @@ static void emit_string(sink *k, const char *s, size_t n) {
                s[run] != '"' && s[run] != '\\')
             run++;
         if (run > i) { emit(k, s + i, run - i); i = run; continue; }
+        size_t at = i;
         uint32_t cp = next_cp((const unsigned char *)s, n, &i);
+        if (!k->ascii && cp >= 0x7F && (cp < 0xD800 || cp > 0xDFFF)) { emit(k, s + at, i - at); continue; }
         const char *sh = cp == '"' ? "\\\"" : cp == '\\' ? "\\\\" : cp == '\n' ? "\\n"
                        : cp == '\r' ? "\\r" : cp == '\t' ? "\\t" : cp == '\b' ? "\\b"
                        : cp == '\f' ? "\\f" : NULL;
@@ -344,8 +347,8 @@ static void emit_string(sink *k, const char *s, size_t n) {
     emit(k, "\"", 1);
 }
 
-size_t nd_json_string(const char *s, size_t len, char *out, size_t cap) {
-    sink k = {out, cap, 0, 0};
+size_t nd_json_string(const char *s, size_t len, int ascii, char *out, size_t cap) {
+    sink k = {out, cap, 0, 0, ascii};
     emit_string(&k, s, len);
     return k.len;
 }
@@ -410,21 +413,25 @@ static void emit_value(sink *k, const nd_jv *v) {
     }
 }
 
-size_t nd_jv_compact(const nd_jv *v, char *out, size_t cap) {
-    sink k = {out, cap, 0, 0};
+size_t nd_jv_compact(const nd_jv *v, int ascii, char *out, size_t cap) {
+    sink k = {out, cap, 0, 0, ascii};
     emit_value(&k, v);
     return k.oom ? SIZE_MAX : k.len;
 }
 
 /* Public: caller JSON text to compact text. Depth 128 is far beyond any tool
  * result and keeps recursion on a 1 MiB wasm stack safe. */
-size_t needle_json_compact(const char *json, size_t len, char *out, size_t cap, needle_error *err) {
+size_t nd_json_compact(const char *json, size_t len, int ascii, char *out, size_t cap, needle_error *err) {
     nd_json *doc = nd_json_parse(json, len, 128, err);
     if (!doc) return 0;
-    size_t n = nd_jv_compact(&doc->root, out, cap);
+    size_t n = nd_jv_compact(&doc->root, ascii, out, cap);
     nd_json_free(doc);
     if (n == SIZE_MAX) { nd_fail(err, NEEDLE_E_NOMEM, "json: out of memory"); return 0; }
     if (n < cap) out[n] = 0;
     if (err) err->code = NEEDLE_OK, err->message[0] = 0;
     return n;
+}
+
+size_t needle_json_compact(const char *json, size_t len, char *out, size_t cap, needle_error *err) {
+    return nd_json_compact(json, len, 1, out, cap, err);
 }

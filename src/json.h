@@ -44,11 +44,16 @@ const nd_jv *nd_jv_get(const nd_jv *obj, const char *key);
 /* Appends the compact rendering of v (spec section 7) to out: writes at most
  * cap bytes and returns the full length (which may exceed cap). Repeated keys
  * render once, at the first position with the last value (what a Python dict
- * does). Returns SIZE_MAX only when allocation fails. */
-size_t nd_jv_compact(const nd_jv *v, char *out, size_t cap);
+ * does). ascii is Python's ensure_ascii: 1 for Needle 2, 0 for Needle 3
+ * (needle3-model.md section 8), which writes non-ASCII characters as
+ * themselves. Returns SIZE_MAX only when allocation fails. */
+size_t nd_jv_compact(const nd_jv *v, int ascii, char *out, size_t cap);
+
+/* needle_json_compact with the choice of ensure_ascii. */
+size_t nd_json_compact(const char *json, size_t len, int ascii, char *out, size_t cap, needle_error *err);
 
 /* Renders one decoded UTF-8 string as a Python-escaped JSON string literal
  * (with quotes) into out (at most cap bytes); returns the full length. */
-size_t nd_json_string(const char *s, size_t len, char *out, size_t cap);
+size_t nd_json_string(const char *s, size_t len, int ascii, char *out, size_t cap);
 
 #endif

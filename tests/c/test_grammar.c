@@ -590,6 +590,29 @@ static void test_objects_enums(void) {
     CHECK(accepts(bu, "[{\"name\":\"t\",\"arguments\":{\"v\":[true,t") == 0, "used literal excluded");
 }
 
+/* ascii 0 (Needle 3): names, keys and enum values are literals with their
+ * non-ASCII characters as themselves, as the tools block shows them; with
+ * ascii 1 (Needle 2) as \\uXXXX escapes. A free string takes either. */
+static int accepts_ascii(const char *tools, const char *text, int ascii) {
+    needle_error err;
+    needle_grammar *g = nd_grammar_new_calls(vocab, tools, strlen(tools), end_id, 0, ascii, &err);
+    if (!g) { printf("  compile failed: %s\n", err.message); return -1; }
+    int ok = nd_grammar_feed(g, text, strlen(text), &err) == NEEDLE_OK && nd_grammar_complete(g);
+    needle_grammar_free(g);
+    return ok;
+}
+
+static void test_non_ascii_literals(void) {
+    const char *t = "[{\"name\":\"caf\u00e9\",\"parameters\":{\"type\":\"object\",\"properties\":{"
+                    "\"pi\u00e8ce\":{\"enum\":[\"s\u00e9jour\"]},\"note\":{\"type\":\"string\"}}}}]";
+    const char *raw = "[{\"name\":\"caf\xc3\xa9\",\"arguments\":{\"pi\xc3\xa8" "ce\":\"s\xc3\xa9jour\",\"note\":\"\xc3\xa9\\u00e9\"}}]";
+    const char *escaped = "[{\"name\":\"caf\\u00e9\",\"arguments\":{\"pi\\u00e8" "ce\":\"s\\u00e9jour\",\"note\":\"\xc3\xa9\\u00e9\"}}]";
+    CHECK(accepts_ascii(t, raw, 0) == 1, "Needle 3: raw literals");
+    CHECK(accepts_ascii(t, escaped, 0) == 0, "Needle 3: escaped literals refused");
+    CHECK(accepts_ascii(t, escaped, 1) == 1, "Needle 2: escaped literals");
+    CHECK(accepts_ascii(t, raw, 1) == 0, "Needle 2: raw literals refused");
+}
+
 static void test_schema_errors(void) {
     needle_error err;
     const char *bad = "[{\"name\":\"set_light\",\"parameters\":{\"type\":\"object\",\"properties\":{\"level\":{\"type\":\"integer\",\"foo\":1}}}}]";
@@ -1003,6 +1026,7 @@ int main(void) {
     RUN(test_strings);
     RUN(test_pattern_surrogates);
     RUN(test_objects_enums);
+    RUN(test_non_ascii_literals);
     RUN(test_schema_errors);
     RUN(test_end_token);
     RUN(test_completion);

@@ -20,6 +20,12 @@ static void test_render(void) {
     CHECK(!strcmp(compact("\"\\ud800x\"", o, sizeof o), "\"\\ud800x\""), "lone surrogate kept: %s", o);
     CHECK(!strcmp(compact("{\"k\":1,\"j\":2,\"k\":3}", o, sizeof o), "{\"k\":3,\"j\":2}"), "%s", o);
     CHECK(!strcmp(compact("[]", o, sizeof o), "[]") && !strcmp(compact("{}", o, sizeof o), "{}"), "empty");
+    /* ensure_ascii=False (Needle 3): non-ASCII and DEL as themselves; controls and lone surrogates escaped */
+    const char *in = "[\"\xe2\x82\xac \\u00e9 \x7f \\ud83d\\ude00 \\n\\u0001 \\ud800\"]";
+    needle_error err;
+    size_t n = nd_json_compact(in, strlen(in), 0, o, sizeof o, &err);
+    const char *want = "[\"\xe2\x82\xac \xc3\xa9 \x7f \xf0\x9f\x98\x80 \\n\\u0001 \\ud800\"]";
+    CHECK(n == strlen(want) && !strcmp(o, want), "ensure_ascii=False: %s", o);
 }
 
 static void test_errors(void) {

@@ -1,0 +1,65 @@
+// The agent on a Needle 3 archive renders Needle 3's chat format
+// (needle3-model.md section 8): the system text stripped, the tools as
+// json.dumps(..., ensure_ascii=False) writes them (non-ASCII characters as
+// themselves), "<think>" its own encode call; the reasoning is free text that
+// never holds a marker but </think>, and comes back stripped of its newlines.
+// The rendered tools and the raw envelope are read as text (JSON.parse would
+// hide the escapes), and the agent's greedy reasoning equals a greedy decode
+// of the prompt rendered here from the spec, fed to a bare session.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { makeTestTokenizerBlob, syntheticPieces, CHAT_MARKERS3 } from '../../js/cact-writer.js';
+import { writeCact3 } from '../../js/cact3-writer.js';
+import { TINY3_GEOMETRY } from '../../js/cact3-format.js';
+import { Model } from '../../js/model.js';
+import { Needle } from '../../js/agent.js';
+
+const tokenizer = makeTestTokenizerBlob(syntheticPieces(400, CHAT_MARKERS3));
+const model = await Model.fromBytes(writeCact3({ geometry: TINY3_GEOMETRY, seed: 5, bits: 2, group: 32, tokenizer }),
+  { wasm: 'needle3' });
+
+const TOOLS = [{
+  name: 'set_heating', description: 'Règle la température (°C) d’une pièce',
+  parameters: { type: 'object', properties: { pièce: { enum: ['salon', 'séjour'] }, degrés: { type: 'integer' } },
+    required: ['pièce'] },
+}];
+const SYSTEM = '  date: 2026-07-21\n';
+const QUERY = 'chauffe le séjour à 21';
+const MAX_NEW = 160; // a reasoning budget of 40 tokens, the rest for the call
+
+// The greedy reasoning a bare session gives for the spec's rendering.
+function referenceReasoning() {
+  const prompt = `<|im_start|>system\n${SYSTEM.trim()}<|im_end|>\n<|im_start|>user\n<tools>${JSON.stringify(TOOLS)}`
+    + `</tools>\n${QUERY}<|im_end|>\n<|im_start|>assistant\n`;
+  const rendered = model.tokenize(prompt);
+  const ids = [model.pieceId('<s>'), ...rendered, ...model.tokenize('<think>')];
+  const sinks = 1 + rendered.indexOf(model.pieceId('</tools>')) + 1;
+  const banned = ['<pad>', '</s>', '<s>', '<unk>', ...CHAT_MARKERS3.filter((m) => m !== '</think>')].map((p) => model.pieceId(p));
+  const session = model.session({ exact: true, sinks });
+  let logits = session.feed(ids)[0];
+  const reasoning = [];
+  while (reasoning.length < MAX_NEW / 4) {
+    for (const id of banned) logits[id] = -Infinity;
+    const next = logits.indexOf(Math.max(...logits));
+    if (next === model.pieceId('</think>')) break;
+    reasoning.push(next);
+    logits = session.feed([next])[0];
+  }
+  session.free();
+  return model.detokenize(reasoning);
+}
+
+test('Needle 3: the agent renders the Needle 3 chat format (stripped system, ensure_ascii=False tools, markers banned)', async () => {
+  const agent = await Needle.create({ model, tools: TOOLS, system: SYSTEM, exact: true, requireCall: true });
+  assert.equal(agent.readText(agent.engine.x.needle_agent_rendered_tools), JSON.stringify(TOOLS));
+  const envelope = await agent.complete(QUERY, { maxNewTokens: MAX_NEW });
+  assert.equal(envelope.success, true, envelope.error);
+  // The grammar writes names, keys and enum values as the tools block does.
+  const raw = agent.readText(agent.engine.x.needle_agent_envelope);
+  assert.match(raw, /"function_calls":\[\{"name":"set_heating","arguments":\{[^}]*"pièce":"(salon|séjour)"/);
+  const want = referenceReasoning();
+  assert.ok(want.trim().length > 0, 'the reference reasoning is empty: the check would be vacuous');
+  assert.equal(envelope.reasoning, want.trim());
+  for (const marker of CHAT_MARKERS3) assert.ok(!envelope.reasoning.includes(marker), marker);
+  agent.free();
+});
