@@ -9,11 +9,17 @@
 // minimal repetitions: a smoke run of seconds for the tests, not a measurement.
 // Decode and prefill run on one thread (t1: the default single-threaded
 // variant) and on two (t2: the threaded engine, see threadPlan in js/wasm.js), measured
-// alternately in the same run; host.threads says what each ran.
+// alternately in the same run; host.threads says what each ran. `needle3` holds
+// the same decode, prefill and memory figures for a Needle 3 archive of the
+// released geometry with random weights (written in memory; the tiny Needle 3
+// when quick), on the needle3 module.
 
 import { readFile, stat } from 'node:fs/promises';
 import os from 'node:os';
 import { Model } from './model.js';
+import { makeTestTokenizerBlob, syntheticPieces, CHAT_MARKERS3 } from './cact-writer.js';
+import { writeCact3 } from './cact3-writer.js';
+import { RELEASED3_HEADS, TINY3_GEOMETRY } from './cact3-format.js';
 import { VARIANTS, chooseVariant, detectFeatures, defaultVariant, variantUrl } from './wasm.js';
 
 const RELEASED = new URL('../dist/released-random.cact', import.meta.url);
@@ -309,6 +315,35 @@ async function demoCommandMs(opts) {
   }
 }
 
+/** Decode and prefill tok/s and the peak memory of a 1000-token conversation
+ *  for Needle 3 (see the file comment), one thread: there is no threaded
+ *  Needle 3 module yet. Null figures are explained in nulls. */
+async function needle3Figures(opts, quick, nulls) {
+  const tokenizer = makeTestTokenizerBlob(syntheticPieces(quick ? 400 : 8192, CHAT_MARKERS3));
+  const bytes = quick
+    ? writeCact3({ geometry: { ...TINY3_GEOMETRY, maximumSequence: 2048 }, seed: 1, bits: 2, group: 32, tokenizer })
+    : writeCact3({ seed: 1, tokenizer, heads: RELEASED3_HEADS });
+  const model = await Model.fromBytes(bytes, { wasm: 'needle3' });
+  const noThreads = 'there is no threaded Needle 3 module yet';
+  try {
+    warmUp(model);
+    const decode = { ctx1000: decodeAt(model, 1000, opts) }; // first: the high-water mark is its own
+    const peak = model.peakMemoryBytes;
+    for (const ctx of CONTEXTS.filter((c) => c !== 1000)) decode[`ctx${ctx}`] = decodeAt(model, ctx, opts);
+    const decodeTps = Object.fromEntries(CONTEXTS.map((ctx) => [`ctx${ctx}`, { t1: round(decode[`ctx${ctx}`]), t2: null }]));
+    const prefillTps3 = Object.fromEntries(PROMPTS.map((n) => [`p${n}`, { t1: round(prefillTps(model, n, opts)), t2: null }]));
+    for (const ctx of CONTEXTS) nulls[`needle3.decode_tps.ctx${ctx}.t2`] = noThreads;
+    for (const n of PROMPTS) nulls[`needle3.prefill_tps.p${n}.t2`] = noThreads;
+    return {
+      decode_tps: decodeTps, prefill_tps: prefillTps3,
+      peak_memory_mb: round(peak / 2 ** 20, 1), beyond_archive_mb: round((peak - bytes.length) / 2 ** 20, 1),
+      archive_mb: round(bytes.length / 2 ** 20, 1),
+    };
+  } finally {
+    await model.free();
+  }
+}
+
 /** Runs the benchmark; returns the result object (see the file comment).
  *  progress(text) is told what runs next. */
 export async function runBench({ file, quick = false, progress = () => {} } = {}) {
@@ -378,6 +413,8 @@ export async function runBench({ file, quick = false, progress = () => {} } = {}
     progress('commands on the demo model');
     const command = await demoCommandMs(opts);
     if (command.reason) nulls.demo_command_ms = command.reason;
+    progress('Needle 3');
+    const needle3 = await needle3Figures(opts, quick, nulls);
     progress('other engine variants');
     await threaded?.free();
     threaded = null;
@@ -401,6 +438,7 @@ export async function runBench({ file, quick = false, progress = () => {} } = {}
       demo_command_ms: command.reason ? null : { median: round(command.median, 1), p90: round(command.p90, 1) },
       wasm_bytes: await wasmSizes(),
       decode_tps_ctx64_by_variant: variants,
+      needle3,
       host: {
         ...host(variant, features), threads: threadsInfo, nulls, quick,
         archive: { file: String(source instanceof URL ? source.pathname : source), ...Object.fromEntries(geometry) },
@@ -410,6 +448,7 @@ export async function runBench({ file, quick = false, progress = () => {} } = {}
           stage_share: 'decode steps at 256 tokens of context, needle_session_profile',
           gemv: `needle_bench_gemv, group ${GEMV_GROUP}, activation rotated outside the timing`,
           peak_memory: 'wasm memory high-water mark after a 1000-token prompt and decode steps',
+          needle3: `${quick ? 'the tiny Needle 3' : 'the released Needle 3 geometry with random weights'}, needle3 module, as decode, prefill and peak_memory`,
           mask: `${mask.count ?? 0} masks over random logits on a new grammar of two tools, and of the demo's 18 (mask_us_demo_catalogue)`,
           demo_command: `complete() to envelope on dist/demo.cact, greedy, 1 thread, tools block prefilled at create, ${command.count ?? 0} held-out commands`,
         },
@@ -453,6 +492,12 @@ export function formatBench(r) {
     `wasm modules: ${Object.entries(r.wasm_bytes).map(([f, b]) => `${f} ${b} bytes`).join(', ')}`,
     `decode tok/s at context 64 by engine variant: ${Object.entries(r.decode_tps_ctx64_by_variant)
       .map(([v, tps]) => `${v} ${tps}`).join(', ')}`,
+    '',
+    'Needle 3 (needle3 module, 1 thread)',
+    `  decode tok/s: ${Object.entries(r.needle3.decode_tps).map(([k, v]) => `context ${k.slice(3)} ${Math.round(v.t1)}`).join(', ')}`,
+    `  prefill tok/s: ${Object.entries(r.needle3.prefill_tps).map(([k, v]) => `prompt ${k.slice(1)} ${Math.round(v.t1)}`).join(', ')}`,
+    `  peak wasm memory, 1000-token conversation: ${r.needle3.peak_memory_mb} MB `
+      + `(${r.needle3.beyond_archive_mb} MB beyond the ${r.needle3.archive_mb} MB archive)`,
   ];
   for (const [what, why] of Object.entries(h.nulls)) lines.push(`n/a ${what}: ${why}`);
   lines.push(`(${h.duration_s} s)`);
