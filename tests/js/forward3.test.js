@@ -115,10 +115,14 @@ test('Needle 3: a rewind to the end of the sinks works after the ring has moved 
   const model = await load(archiveFor(c, 8));
   const ids = randomIds(60, model.vocabulary, 98);
   const sinks = 4; // convolution taps 3: positions 2 and 3 are pinned, 1 is not
-  for (const exact of [true, false]) {
+  for (const [exact, late] of [[true, false], [false, false], [false, true]]) {
     const options = { exact, window: 6, sinks };
-    const session = model.session(options);
-    for (const id of ids) session.feed([id]);
+    // late: the sinks are set after their positions were fed (their raw rows are copied from the ring)
+    const session = model.session(late ? { exact, window: 6 } : options);
+    for (const [p, id] of ids.entries()) {
+      if (late && p === sinks + 2) model.engine.check(model.engine.x.needle_session_set_sinks(session.handle, sinks, model.engine.err));
+      session.feed([id]);
+    }
     const rewind = (r) => model.engine.x.needle_session_rewind(session.handle, r, model.engine.err);
     assert.equal(rewind(sinks - 1), STATUS.CONTEXT, 'position 1 left the ring: a rewind to 3 must be refused');
     assert.equal(rewind(sinks), STATUS.OK);
@@ -129,7 +133,7 @@ test('Needle 3: a rewind to the end of the sinks works after the ring has moved 
     const want = fresh.feed(ids.slice(sinks), { all: true });
     fresh.free();
     for (let p = 0; p < want.length; p++)
-      assert.deepEqual(again[p], want[p], `exact=${exact} position ${sinks + p} after the rewind to the sinks`);
+      assert.deepEqual(again[p], want[p], `exact=${exact} late=${late} position ${sinks + p} after the rewind to the sinks`);
   }
   model.free();
 });
