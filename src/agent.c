@@ -38,7 +38,7 @@
 #define MAX_TOOL_BYTES 8192         /* one tool's compact JSON */
 #define MAX_TOOLS_BYTES 65536       /* all declared tools */
 #define MAX_TOOLS_TOKENS 8192       /* all declared tools: each is embedded once for retrieval */
-#define MAX_TOOLS_BLOCK_TOKENS 2048 /* the rendered tools block (at most five tools) */
+#define MAX_TOOLS_BLOCK_TOKENS 2048 /* the rendered tools block (five tools, or all without retrieval) */
 #define MAX_TURN_TOKENS 4096        /* one turn's text: a query or a tool result */
 #define RETRIEVAL_TOP 5
 #define EMBED_DIM_MAX 1024
@@ -73,7 +73,7 @@ struct needle_agent {
     int v3;                       /* Needle 3's chat format (needle3-model.md section 8) */
     /* declared tools (compact JSON each) and the chosen ones */
     char *tools[MAX_TOOLS];
-    uint32_t tool_count, chosen[RETRIEVAL_TOP], chosen_count;
+    uint32_t tool_count, chosen[MAX_TOOLS], chosen_count;
     size_t tool_tokens;     /* of all declared tools, each encoded alone */
     float *tool_embeddings; /* tool_count x embed_dim, when retrieving */
     uint32_t embed_dim;
@@ -334,6 +334,13 @@ static int render_tools(const needle_agent *a, const uint32_t *which, uint32_t n
 
 /* ---- retrieval (spec section 8) ---------------------------------------- */
 
+/* Whether more than five tools are narrowed to five: only with an embedding
+ * head. Without one every tool is rendered (needle3-model.md section 9: the
+ * released Needle 3 has none). */
+static int retrieves(const needle_agent *a) {
+    return a->tool_count > RETRIEVAL_TOP && nd_head_outputs(a->model, ND_HEAD_CONTRASTIVE);
+}
+
 /* The contrastive embedding of BOS + encode(text) in a fresh sequence. */
 static int embed(needle_agent *a, const char *text, float *out, needle_error *err) {
     idlist ids = {0};
@@ -350,10 +357,7 @@ static int embed(needle_agent *a, const char *text, float *out, needle_error *er
 
 static int embed_tools(needle_agent *a, needle_error *err) {
     if (a->embeddings_given) return NEEDLE_OK;
-    a->embed_dim = nd_head_outputs(a->model, ND_HEAD_CONTRASTIVE);
-    if (!a->embed_dim)
-        return nd_fail(err, NEEDLE_E_ARGUMENT,
-                       "%u tools need retrieval, but the archive has no contrastive head", a->tool_count);
+    a->embed_dim = nd_head_outputs(a->model, ND_HEAD_CONTRASTIVE); /* retrieves(a): not 0 */
     free(a->tool_embeddings);
     a->tool_embeddings = malloc((size_t)a->tool_count * a->embed_dim * sizeof(float));
     if (!a->tool_embeddings) return nd_fail(err, NEEDLE_E_NOMEM, "out of memory embedding tools");
@@ -500,12 +504,12 @@ int needle_agent_init(needle_agent *a, const char *system, size_t len, needle_er
     free(all.data);
     if (!g) return status ? nd_fail(err, NEEDLE_E_NOMEM, "out of memory") : (err ? err->code : NEEDLE_E_SCHEMA);
     needle_grammar_free(g);
-    a->chosen_count = a->tool_count < RETRIEVAL_TOP ? a->tool_count : RETRIEVAL_TOP;
+    a->chosen_count = retrieves(a) ? RETRIEVAL_TOP : a->tool_count;
     for (uint32_t i = 0; i < a->chosen_count; i++) a->chosen[i] = i;
     /* The first five tools' block before the embeddings: a block over its
      * limit fails before the longest work. */
     if ((status = start_conversation(a, err))) return status;
-    if (a->tool_count > RETRIEVAL_TOP && (status = embed_tools(a, err))) return status;
+    if (retrieves(a) && (status = embed_tools(a, err))) return status;
     nd_session_pool_save(a->session, a->pool_prefix);
     return NEEDLE_OK;
 }
@@ -575,7 +579,7 @@ int needle_agent_begin(needle_agent *a, const char *text, size_t len, int kind,
     a->peak_bytes = nd_memory_bytes();
     double t0 = nd_now_ms();
     int status = NEEDLE_OK;
-    if (kind == NEEDLE_TURN_QUERY && a->tool_count > RETRIEVAL_TOP) {
+    if (kind == NEEDLE_TURN_QUERY && retrieves(a)) {
         uint32_t chosen[RETRIEVAL_TOP];
         status = choose_tools(a, text, len, chosen, err);
         if (!status && !same_choice(chosen, a->chosen, RETRIEVAL_TOP)) {

@@ -284,6 +284,7 @@ static int load_all(needle_model *m, float **f32, needle_error *err) {
     if (!rc) rc = kv_levels(m, err);
 #ifdef ND_NEEDLE3
     if (!rc && ND_IS_V3(g)) rc = nd_model_widen3(m, err);
+    if (!rc && ND_IS_V3(g)) rc = nd_model_heads3(m, f32, err);
 #endif
     return rc ? rc : load_tokenizer(m, err);
 }
@@ -374,6 +375,7 @@ void needle_model_free(needle_model *m) {
     free(m->dense);
     free(m->perms);
     free(m->widened);
+    free(m->head_rows);
     nd_archive_free(&m->archive);
     free(m);
 }

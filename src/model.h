@@ -11,7 +11,7 @@
 #include "cq.h"
 #include "needle.h"
 
-#define ND_MAX_HEAD_KINDS 2u
+#define ND_MAX_HEAD_KINDS 3u
 #define ND_KV_GROUP 64u /* CQ KV quantisation group (spec section 5) */
 
 typedef struct {
@@ -44,8 +44,14 @@ typedef struct {
     uint32_t kind;        /* ND_HEAD_* */
     uint32_t probes, out; /* P, out */
     const float *probe;   /* [P, d] */
-    const float *proj;    /* [out, P*d] */
+    const float *proj;    /* [out, P*d]; Needle 3: [out, queries*d] */
     const float *bias;    /* [out] */
+    /* Needle 3 (needle3-model.md section 5): P = (L+1) * per_cell, probe
+     * c*per_cell + j pooling cell c only; the queries pool those P vectors. */
+    uint32_t per_cell, queries;
+    const float *gain;     /* [P] */
+    const float *query;    /* [queries, d] */
+    const float *row_bias; /* [queries, P] */
 } nd_head;
 
 struct needle_model {
@@ -67,6 +73,7 @@ struct needle_model {
     uint32_t *perms;           /* [2][N] the MLP's gathers p1, p2 */
     uint32_t kron_a, kron_b;   /* N = kron_a * kron_b */
     uint8_t *widened;          /* binary CQ records rewritten as 2-bit (model_v3.c) */
+    float *head_rows;          /* the heads' CQ matrices, dequantised (model_v3.c) */
 };
 
 /* Views of the archive's tensors for the loaders (model.c, model_v3.c): a
@@ -83,6 +90,7 @@ int nd_model_layer3(needle_model *m, float *const *f32, uint32_t i, needle_error
 int nd_model_mlp3(needle_model *m, float *const *f32, needle_error *err);
 /* Rewrites the binary CQ matrices of the loaded model as 2-bit ones. */
 int nd_model_widen3(needle_model *m, needle_error *err);
+int nd_model_heads3(needle_model *m, float *const *f32, needle_error *err);
 #else
 #define ND_IS_V3(g) 0 /* shipped modules: every Needle 3 branch compiles away */
 #endif

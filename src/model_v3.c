@@ -132,6 +132,67 @@ int nd_model_layer3(needle_model *m, float *const *f32, uint32_t i, needle_error
     return NEEDLE_OK;
 }
 
+/* Elements of head h's matrices (probes, query, proj) that are CQ records. */
+static uint64_t head_cq_elements(const needle_model *m, uint32_t h) {
+    const nd_archive *a = &m->archive;
+    uint64_t n = 0;
+    for (uint32_t which = ND_H3_PROBES; which <= ND_H3_PROJ; which++) {
+        const nd_record *r = &a->records[nd_head_tensor(&a->geometry, h, which)];
+        if (r->dtype == ND_CQ) n += nd_record_elements(r);
+    }
+    return n;
+}
+
+/* A head matrix as dense rows: its FP16/FP32 values, or its CQ rows
+ * dequantised into *rows (which advances). The heads run in float
+ * (needle3-model.md section 5), once per call scored. */
+static int head_matrix(needle_model *m, float *const *f32, uint32_t index, uint32_t rows, uint32_t cols,
+                       float **cursor, const float **out, needle_error *err) {
+    const nd_archive *a = &m->archive;
+    if (a->records[index].dtype != ND_CQ) return nd_model_dense(a, f32, index, (uint64_t)rows * cols, out, err);
+    nd_cq c;
+    int rc = nd_model_cq(a, index, rows, cols, &c, err);
+    if (rc) return rc;
+    widen_view(m, &c);
+    float *scratch = malloc(c.group * sizeof(float));
+    if (!scratch) return nd_fail(err, NEEDLE_E_NOMEM, "no memory to dequantise a head matrix");
+    for (uint32_t r = 0; r < rows; r++) nd_cq_gather(&c, r, *cursor + (size_t)r * cols, scratch);
+    free(scratch);
+    *out = *cursor;
+    *cursor += (size_t)rows * cols;
+    return NEEDLE_OK;
+}
+
+/* The probe heads: each with its k probes per cell and q queries (read off
+ * its records by archive_v3.c). */
+int nd_model_heads3(needle_model *m, float *const *f32, needle_error *err) {
+    const nd_archive *a = &m->archive;
+    const nd_geometry *g = &a->geometry;
+    uint32_t d = g->hidden, cells = g->layers + 1;
+    uint64_t total = 0;
+    for (uint32_t h = 0; h < a->head_count; h++) total += head_cq_elements(m, h);
+    if (total && !(m->head_rows = malloc((size_t)total * sizeof(float))))
+        return nd_fail(err, NEEDLE_E_NOMEM, "no memory for the heads' %llu weights", (unsigned long long)total);
+    float *cursor = m->head_rows;
+    m->head_count = a->head_count;
+    for (uint32_t h = 0; h < a->head_count; h++) {
+        nd_head *hd = &m->heads[h];
+        uint32_t k = a->head_probes[h], q = a->head_queries[h];
+        *hd = (nd_head){.kind = a->head_kinds[h], .probes = cells * k, .per_cell = k, .queries = q};
+        hd->out = hd->kind == ND_HEAD_CONTRASTIVE ? 128 : hd->kind == ND_HEAD_CONFIDENCE ? 1 : 3;
+#define T(which) nd_head_tensor(g, h, which)
+        int rc = head_matrix(m, f32, T(ND_H3_PROBES), hd->probes, d, &cursor, &hd->probe, err);
+        if (!rc) rc = nd_model_dense(a, f32, T(ND_H3_GAIN), hd->probes, &hd->gain, err);
+        if (!rc) rc = head_matrix(m, f32, T(ND_H3_QUERY), q, d, &cursor, &hd->query, err);
+        if (!rc) rc = nd_model_dense(a, f32, T(ND_H3_ROW_BIAS), (uint64_t)q * hd->probes, &hd->row_bias, err);
+        if (!rc) rc = head_matrix(m, f32, T(ND_H3_PROJ), hd->out, q * d, &cursor, &hd->proj, err);
+        if (!rc) rc = nd_model_dense(a, f32, T(ND_H3_BIAS), hd->out, &hd->bias, err);
+#undef T
+        if (rc) return rc;
+    }
+    return NEEDLE_OK;
+}
+
 /* The split N = ba * bb (ba = 2^floor(bitlen(N-1)/2)) and the two gathers,
  * read from their FP32 records (archive_v3.c checked each is a permutation). */
 int nd_model_mlp3(needle_model *m, float *const *f32, needle_error *err) {

@@ -787,19 +787,20 @@ static const float *probe_at(const needle_session *s, uint32_t k, float **acc) {
     return m->heads[h].probe + (size_t)k * d;
 }
 
-/* Cells to pool, in position order: count rows of d floats. */
+/* Cells to pool, in position order: count rows of d floats, into probes
+ * first, first + 1, ... */
 typedef struct {
     needle_session *s;
     const float *cells;
-    uint32_t count;
+    uint32_t count, first;
 } pool_job;
 
-/* One online-softmax step of probe k per cell, cell after cell. */
+/* One online-softmax step of probe first + k per cell, cell after cell. */
 static void pool_probe(const void *ctx, uint32_t k) {
     const pool_job *j = ctx;
     uint32_t d = j->s->model->archive.geometry.hidden;
     float inv = (float)(1.0 / sqrt((double)d)), *acc;
-    const float *probe = probe_at(j->s, k, &acc);
+    const float *probe = probe_at(j->s, j->first + k, &acc);
     for (uint32_t n = 0; n < j->count; n++) {
         const float *c = j->cells + (size_t)n * d;
         float score = dot16(c, probe, d) * inv;
@@ -815,12 +816,22 @@ static void pool_probe(const void *ctx, uint32_t k) {
     }
 }
 
-/* Pools count cells (rows of d, in position order) into every probe of every
- * head; the probes run in parallel, each over the cells in order. */
-static void pool_cells(needle_session *s, const float *cells, uint32_t count) {
-    uint32_t probes = (uint32_t)(s->pool_floats / (2 + s->model->archive.geometry.hidden));
-    pool_job job = {s, cells, count};
-    if (count) nd_parallel(pool_probe, &job, probes);
+/* Pools count cells of kind `cell` (0 the embedding, i + 1 block i's lane
+ * mean; rows of d, in position order) into the probes that read them: every
+ * probe of every head in Needle 2, each head's probes of that cell in Needle
+ * 3. The probes run in parallel, each over the cells in order. */
+static void pool_cells(needle_session *s, const float *cells, uint32_t count, uint32_t cell) {
+    const needle_model *m = s->model;
+    pool_job job = {s, cells, count, 0};
+    if (!count) return;
+    if (!ND_IS_V3(&m->archive.geometry)) {
+        nd_parallel(pool_probe, &job, (uint32_t)(s->pool_floats / (2 + m->archive.geometry.hidden)));
+        return;
+    }
+    for (uint32_t h = 0; h < m->head_count; job.first += m->heads[h++].probes) {
+        pool_job one = {s, cells, count, job.first + cell * m->heads[h].per_cell};
+        nd_parallel(pool_probe, &one, m->heads[h].per_cell);
+    }
 }
 
 /* ---- the forward pass of one chunk -------------------------------------------- */
@@ -839,7 +850,7 @@ static void embed(needle_session *s, uint32_t T) {
             memcpy(s->u + (size_t)count++ * d, x, d * sizeof(float));
         for (uint32_t j = 1; j < g->lanes; j++) memcpy(x + (size_t)j * d, x, d * sizeof(float));
     }
-    pool_cells(s, s->u, count);
+    pool_cells(s, s->u, count, 0);
 }
 
 /* nx = rms_unit(X) at position t, the lanes taken as one vector. */
@@ -928,7 +939,7 @@ static void mhc_post(needle_session *s, const nd_layer *l, uint32_t li, uint32_t
     uint32_t count = 0; /* the lane means of the non-pad positions, into u (free now) */
     for (uint32_t t = 0; t < T; t++)
         if (s->ids[t] != m->pad_id) lane_mean(s->x + (size_t)t * n * d, n, d, s->u + (size_t)count++ * d);
-    pool_cells(s, s->u, count);
+    pool_cells(s, s->u, count, li + 1);
 }
 
 static void final_hidden(needle_session *s, uint32_t first, uint32_t T);
@@ -1405,6 +1416,57 @@ void needle_session_pool_reset(needle_session *s) {
     if (s) pool_clear(s);
 }
 
+#ifdef ND_NEEDLE3
+static double dot_f64(const float *a, const float *b, uint32_t n) {
+    double s = 0;
+    for (uint32_t i = 0; i < n; i++) s += (double)a[i] * b[i];
+    return s;
+}
+
+/* Needle 3's head output (needle3-model.md section 5) into out[hd->out]:
+ * each (cell, probe) pool rms-normalised times its gain, each query's
+ * softmax over those, then proj of the queries' pooled vectors, plus bias. */
+static int head_out3(const needle_model *m, const nd_head *hd, const float *pool, double *out, needle_error *err) {
+    uint32_t d = m->archive.geometry.hidden, P = hd->probes, q = hd->queries;
+    float *r = malloc((size_t)P * d * sizeof(float)), *pooled = calloc((size_t)q * d, sizeof(float));
+    double *u = malloc(P * sizeof(double)), inv = 1.0 / sqrt((double)d);
+    int rc = r && pooled && u ? NEEDLE_OK : nd_fail(err, NEEDLE_E_NOMEM, "no memory for a probe head");
+    for (uint32_t p = 0; p < P && !rc; p++) {
+        const float *acc = pool + (size_t)p * (2 + d);
+        double sq = 0;
+        for (uint32_t i = 0; i < d; i++) sq += (double)acc[2 + i] * acc[2 + i];
+        double scale = hd->gain[p] / sqrt(sq / ((double)acc[1] * acc[1] * d) + 1e-6) / acc[1];
+        for (uint32_t i = 0; i < d; i++) r[(size_t)p * d + i] = (float)(acc[2 + i] * scale);
+    }
+    for (uint32_t j = 0; j < q && !rc; j++) {
+        double max = -INFINITY, sum = 0;
+        for (uint32_t p = 0; p < P; p++) {
+            u[p] = dot_f64(r + (size_t)p * d, hd->query + (size_t)j * d, d) * inv + hd->row_bias[(size_t)j * P + p];
+            if (u[p] > max) max = u[p];
+        }
+        for (uint32_t p = 0; p < P; p++) sum += u[p] = exp(u[p] - max);
+        for (uint32_t p = 0; p < P; p++)
+            for (uint32_t i = 0; i < d; i++) pooled[(size_t)j * d + i] += (float)(u[p] / sum) * r[(size_t)p * d + i];
+    }
+    for (uint32_t o = 0; o < hd->out && !rc; o++)
+        out[o] = hd->bias[o] + dot_f64(hd->proj + (size_t)o * q * d, pooled, q * d);
+    free(r), free(pooled), free(u);
+    return rc;
+}
+
+/* needle_session_head for Needle 3: the embedding of unit norm, the
+ * confidence probability, or the router's three logits as computed. */
+static int session_head3(const needle_model *m, const nd_head *hd, const float *pool, float *out, needle_error *err) {
+    double value[128], norm = 0; /* the widest head: the embedding's 128 */
+    int rc = head_out3(m, hd, pool, value, err);
+    for (uint32_t o = 0; o < hd->out && !rc; o++) norm += value[o] * value[o];
+    for (uint32_t o = 0; o < hd->out && !rc; o++)
+        out[o] = hd->kind == ND_HEAD_CONTRASTIVE ? (float)(value[o] / sqrt(norm + 1e-12))
+               : hd->kind == ND_HEAD_CONFIDENCE ? (float)(1.0 / (1.0 + exp(-value[o]))) : (float)value[o];
+    return rc;
+}
+#endif
+
 int needle_session_head(needle_session *s, int kind, float *out, needle_error *err) {
     if (!s || !out) return nd_fail(err, NEEDLE_E_ARGUMENT, "session or out is NULL");
     const needle_model *m = s->model;
@@ -1417,6 +1479,9 @@ int needle_session_head(needle_session *s, int kind, float *out, needle_error *e
     }
     if (!hd) return nd_fail(err, NEEDLE_E_ARGUMENT, "the archive has no probe head of kind %d", kind);
     if (pool[0] == -INFINITY) return nd_fail(err, NEEDLE_E_CONTEXT, "no positions pooled yet");
+#ifdef ND_NEEDLE3
+    if (ND_IS_V3(&m->archive.geometry)) return session_head3(m, hd, pool, out, err);
+#endif
     double norm = 0, first = 0;
     for (uint32_t o = 0; o < hd->out; o++) {
         const float *w = hd->proj + (size_t)o * hd->probes * d;

@@ -1,12 +1,14 @@
 // The float64 reference's reader of Needle 3 archives (needle3-model.md
 // sections 2 and 3): the 196-byte header and the canonical walk, written from
 // the spec like archive.js (whose record decoding it shares), not from js/ or
-// src/. Heads are listed by code but not named further: the reference forward
-// of Needle 3 computes logits and cells.
+// src/. The heads (section 3) are read into dense matrices for heads3.js.
 //
 //   readArchive3(bytes) -> { geometry, codebook, weightGroup, tensors, weights, tokenizer }
 
-import { DTYPE, RECORD_BYTES, decodeTensor, readRecord, tokenizerInfo } from './archive.js';
+import { DTYPE, RECORD_BYTES, decodeTensor, denseMatrix, readRecord, tokenizerInfo } from './archive.js';
+
+export const HEAD3_CODES = { EMBEDDING: 1, CONFIDENCE: 2, ROUTER: 3 };
+const HEAD3_OUTPUTS = { 1: 128, 2: 1, 3: 3 };
 
 export const TAG3 = 0x05e12a84;
 export const HEADER3_BYTES = 196;
@@ -38,6 +40,7 @@ export function kronecker(N) {
 
 /** Names every tensor of the walk (section 3) and checks its dtype and shape. */
 function nameTensors3(g, tensors) {
+  const cells = g.layers + 1;
   const d = g.hidden, n = g.lanes, L = g.layers, qk = g.qkDimension, vd = g.vDimension;
   const N = g.hadamardDimension, C = g.convTaps, [ba, bb] = kronecker(N);
   let at = 0;
@@ -102,6 +105,31 @@ function nameTensors3(g, tensors) {
     });
   }
   w.finalNorm = data('final_norm', [d]);
+  w.heads = [];
+  if (at < tensors.length - 1) {
+    const codes = data('heads.manifest', [tensors[at].shape[0]]);
+    const matrix = (what, rows, cols) => {
+      const t = tensors[at];
+      const shape = t?.shape.length === 3 ? [cells, rows / cells, cols] : [rows, cols]; // the older dense probes
+      const taken = take(what, [...cq, ...dense], shape);
+      return taken.dtype === DTYPE.CQ ? denseMatrix(taken).data : taken.data;
+    };
+    for (const code of codes) {
+      const probes = tensors[at];
+      const k = probes.shape.length === 3 ? probes.shape[1] : probes.shape[0] / cells;
+      const head = { code, k, probes: matrix(`head ${code} probes`, cells * k, d) };
+      head.gain = data(`head ${code} gain`, [cells, k]);
+      head.q = tensors[at].shape[0];
+      head.query = matrix(`head ${code} query`, head.q, d);
+      head.rowBias = data(`head ${code} row_bias`, [head.q, cells, k]);
+      head.out = HEAD3_OUTPUTS[code];
+      head.proj = matrix(`head ${code} proj`, head.out, head.q * d);
+      head.bias = data(`head ${code} bias`, [head.out]);
+      if (code === HEAD3_CODES.ROUTER) head.calibration = data('router calibration', [3]);
+      w.heads.push(head);
+    }
+  }
+  if (at !== tensors.length - 1) throw new Error(`${tensors.length - 1 - at} tensors after the walk`);
   return w;
 }
 
