@@ -309,6 +309,9 @@ export declare class Model {
   detokenize(ids: ArrayLike<number>): string;
   session(options?: SessionOptions): Session;
   logits(ids: ArrayLike<number>, options?: LogitsOptions): Float32Array[];
+  /** The contrastive head's 128-float unit vector of text (what tool retrieval compares); throws
+   *  STATUS.ARGUMENT when the archive has no such head (the released Needle 3 has none). */
+  embed(text: string, options?: { exact?: boolean }): Float32Array;
   /** Prompt ids in the chat format for one user query and no tools. */
   chatIds(prompt: string): number[];
   generate(prompt: string, options?: GenerateOptions): AsyncGenerator<GeneratedPiece, void, undefined>;
@@ -345,6 +348,7 @@ export interface WorkerModel {
   tokenize(text: string): Promise<number[]>;
   detokenize(ids: ArrayLike<number>): Promise<string>;
   logits(ids: ArrayLike<number>, options?: LogitsOptions): Promise<Float32Array[]>;
+  embed(text: string, options?: { exact?: boolean }): Promise<Float32Array>;
   generate(prompt: string, options?: GenerateOptions): AsyncGenerator<GeneratedPiece, void, undefined>;
   /** Releases the model and ends its worker. */
   free(): Promise<void>;
@@ -476,7 +480,7 @@ export declare class Needle {
   extract(text: string, schema: JsonSchema, options?: ExtractOptions): Promise<{ [name: string]: unknown }>;
   /** The tool declarations rendered into the prompt now (at most 5 with retrieval). */
   renderedTools(): ToolDeclaration[];
-  /** The tools' retrieval embeddings, or null with at most 5 tools. */
+  /** The tools' retrieval embeddings, or null with at most 5 tools or no contrastive head. */
   toolEmbeddings(): ToolEmbeddings | null;
   /** Whether create() reused the given toolEmbeddings. */
   readonly toolEmbeddingsReused: boolean;

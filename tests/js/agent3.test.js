@@ -13,6 +13,7 @@ import { writeCact3 } from '../../js/cact3-writer.js';
 import { TINY3_GEOMETRY } from '../../js/cact3-format.js';
 import { Model } from '../../js/model.js';
 import { Needle } from '../../js/agent.js';
+import { STATUS } from '../../js/errors.js';
 
 const tokenizer = makeTestTokenizerBlob(syntheticPieces(400, CHAT_MARKERS3));
 const model = await Model.fromBytes(writeCact3({ geometry: TINY3_GEOMETRY, seed: 5, bits: 2, group: 32, tokenizer }),
@@ -62,4 +63,35 @@ test('Needle 3: the agent renders the Needle 3 chat format (stripped system, ens
   assert.equal(envelope.reasoning, want.trim());
   for (const marker of CHAT_MARKERS3) assert.ok(!envelope.reasoning.includes(marker), marker);
   agent.free();
+});
+
+test('Needle 3: more than five tools are narrowed by an embedding head, and all rendered without one', async () => {
+  const tools = Array.from({ length: 7 }, (_, i) => ({ name: `tool_${i}`, description: `does thing ${i}`,
+    parameters: { type: 'object', properties: { n: { type: 'integer' } } } }));
+  const withHead = await Model.fromBytes(writeCact3({ geometry: TINY3_GEOMETRY, seed: 6, bits: 2, group: 32, tokenizer,
+    heads: [{ kind: 'embedding', probes: 2, queries: 2 }, { kind: 'confidence', probes: 2, queries: 2 }] }), { wasm: 'needle3' });
+  for (const [archive, rendered] of [[model, 7], [withHead, 5]]) {
+    const agent = await Needle.create({ model: archive, tools });
+    const envelope = await agent.complete('do thing 3', { maxNewTokens: MAX_NEW });
+    assert.equal(envelope.success, true, envelope.error);
+    assert.equal(agent.renderedTools().length, rendered);
+    assert.equal(agent.toolEmbeddings() === null, rendered === 7);
+    assert.equal(envelope.confidence === null, archive === model, 'the confidence head scores the call');
+    agent.free();
+  }
+  withHead.free();
+});
+
+test('Needle 3: embed() is the vector retrieval compares, of unit norm; refused without an embedding head', async () => {
+  const tools = Array.from({ length: 6 }, (_, i) => ({ name: `tool_${i}`, description: `does thing ${i}` }));
+  const withHead = await Model.fromBytes(writeCact3({ geometry: TINY3_GEOMETRY, seed: 7, bits: 2, group: 32, tokenizer,
+    heads: [{ kind: 'embedding', probes: 2, queries: 2 }] }), { wasm: 'needle3' });
+  const agent = await Needle.create({ model: withHead, tools });
+  const { vectors } = agent.toolEmbeddings();
+  tools.forEach((t, i) => assert.deepEqual(withHead.embed(JSON.stringify(t)), Float32Array.from(vectors.slice(i * 128, (i + 1) * 128))));
+  const v = withHead.embed('do thing 3');
+  assert.ok(Math.abs(Math.hypot(...v) - 1) < 1e-5);
+  agent.free();
+  withHead.free();
+  assert.throws(() => model.embed('do thing 3'), (e) => e.code === STATUS.ARGUMENT && /no probe head/.test(e.message));
 });
