@@ -126,6 +126,7 @@ export class WorkerModel {
   tokenize(text) { return this.call('tokenize', text); }
   detokenize(ids) { return this.call('detokenize', ids); }
   logits(ids, options = {}) { return this.call('logits', ids, options); }
+  embed(text, options = {}) { return this.call('embed', text, options); }
 
   /** Same as Model.generate: yields { token, text } as the worker produces them. */
   async *generate(prompt, options = {}) {

@@ -8,6 +8,8 @@ import { streamArchive } from './load.js';
 
 const SPECIAL = { pad: 0, eos: 1, bos: 2, unknown: 3 };
 const LOAD_REPACK = 1; // NEEDLE_LOAD_REPACK in src/needle.h
+const CONTRASTIVE_HEAD = 1; // needle_session_head's kind: 128 floats of unit norm
+const EMBEDDING_WIDTH = 128;
 
 const GENERATE_OPTIONS = ['maxTokens', 'raw', 'temperature', 'topK', 'topP', 'minP', 'repetitionPenalty', 'seed',
   'signal', 'exact'];
@@ -187,6 +189,24 @@ export class Model {
     try {
       return session.feed(ids, { all });
     } finally {
+      session.free();
+    }
+  }
+
+  /** The contrastive (embedding) head's unit vector of text: BOS and its
+   *  tokens in a fresh sequence, what tool retrieval compares. Throws
+   *  STATUS.ARGUMENT when the archive has no such head (the released Needle 3
+   *  has none). exact: the f32 numerics instead of the default fast mode. */
+  embed(text, { exact = false } = {}) {
+    const session = this.session({ exact });
+    const { engine } = this;
+    const out = engine.malloc(EMBEDDING_WIDTH * 4);
+    try {
+      session.feed([this.ids.bos, ...this.tokenize(text)]);
+      engine.check(engine.x.needle_session_head(session.handle, CONTRASTIVE_HEAD, out, engine.err));
+      return Float32Array.from(new Float32Array(engine.memory.buffer, out, EMBEDDING_WIDTH));
+    } finally {
+      engine.x.free(out);
       session.free();
     }
   }

@@ -24,7 +24,7 @@
 
 import { NeedleError } from './engine.js';
 
-export const CALLS = Object.freeze(['inspect', 'tokenize', 'detokenize', 'logits', 'info']);
+export const CALLS = Object.freeze(['inspect', 'tokenize', 'detokenize', 'logits', 'embed', 'info']);
 export const AGENT_CALLS = Object.freeze(['create', 'complete', 'extract', 'embeddings', 'reset', 'free']);
 
 export const request = {

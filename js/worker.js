@@ -33,6 +33,7 @@ const calls = {
   tokenize: (text) => needModel().tokenize(text),
   detokenize: (ids) => needModel().detokenize(ids),
   logits: (ids, options) => needModel().logits(ids, options),
+  embed: (text, options) => needModel().embed(text, options),
   info: () => ({ source: needModel().source, vocabulary: model.vocabulary, ids: model.ids, threads: model.threads }),
 };
 

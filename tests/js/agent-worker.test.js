@@ -171,3 +171,10 @@ test('retrieval embeddings cross the worker boundary and are reused there', asyn
   assert.deepEqual(await agent.toolEmbeddings(), saved);
   await agent.free();
 });
+
+test('embed() in the worker returns what it returns in this thread', async () => {
+  const here = local.embed('dim the kitchen');
+  const there = await remote.embed('dim the kitchen');
+  assert.equal(there.length, 128);
+  assert.deepEqual(there, here);
+});
