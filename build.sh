@@ -69,6 +69,7 @@ wasm() {
   # Needle 3 archives run in this variant only (js/model.js picks it by the
   # archive's tag): it keeps the Needle 2 modules within their budget.
   engine_module dist/needle3.wasm -msimd128 -DND_SIMD128 -DND_NEEDLE3 $SIMD_SOURCES
+  threads_module dist/needle3-threads.wasm -DND_NEEDLE3
   local size f
   for f in dist/needle.wasm dist/needle-threads.wasm; do
     size=$(stat -c %s "$f")
@@ -88,7 +89,8 @@ wasm() {
 # maximum.
 threads_module() {
   local out=$1
-  engine_module "$out" -msimd128 -DND_SIMD128 -matomics -mbulk-memory $SIMD_SOURCES \
+  shift
+  engine_module "$out" "$@" -msimd128 -DND_SIMD128 -matomics -mbulk-memory $SIMD_SOURCES \
     -sIMPORTED_MEMORY -sMAXIMUM_MEMORY=2147483648 -Wl,--shared-memory -Wl,--no-check-features
   node -e '
     const m = new WebAssembly.Module(require("fs").readFileSync(process.argv[1]));

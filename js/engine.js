@@ -4,6 +4,7 @@
 
 import {
   instantiateEngine, importsMemory, detectFeatures, forcedByEnv, VARIANTS, threadPlan, hostThreadFacts, startWorkers,
+  threadedVariant,
   createSharedMemory,
 } from './wasm.js';
 import { NeedleError, STATUS } from './errors.js';
@@ -36,11 +37,12 @@ async function instantiateThreaded(wasm, threads) {
     return { instance, plan: threadPlan(threads, facts) };
   }
   const plan = threadPlan(threads, facts);
-  if (plan.count > 1 || facts.variant === 'threads') {
+  const forcedThreads = Boolean(VARIANTS[facts.variant]?.threaded);
+  if (plan.count > 1 || forcedThreads) {
     try {
-      return { instance: await instantiateEngine('threads', { createMemory: createSharedMemory }), plan };
+      return { instance: await instantiateEngine(threadedVariant(facts.variant), { createMemory: createSharedMemory }), plan };
     } catch (error) {
-      if (facts.variant === 'threads') throw error;
+      if (forcedThreads) throw error;
       return { instance: await instantiateEngine(wasm), plan: { count: 1, reason: `the threaded engine did not load: ${error.message}` } };
     }
   }

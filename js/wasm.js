@@ -26,7 +26,14 @@ export const VARIANTS = Object.freeze({
   // within their size budget): the loaders pick it by an archive's tag
   // (model.js variantForArchive), never by fittingVariants.
   needle3: Object.freeze({ file: 'needle3.wasm', needs: ['simd'], shipped: true, needle3: true }),
+  // The threaded build of needle3, chosen for a Needle 3 archive as threads is for the others.
+  'needle3-threads': Object.freeze({ file: 'needle3-threads.wasm', needs: ['simd'], shipped: true, threaded: true,
+    needle3: true }),
 });
+
+/** The threaded build of a variant's generation: needle3-threads for
+ *  needle3, threads for every other (threadPlan decides whether it runs). */
+export const threadedVariant = (variant) => (VARIANTS[variant]?.needle3 ? 'needle3-threads' : 'threads');
 
 // A module with one function (param v128 v128) (result v128) computing
 // `op` of its two parameters: it validates only where `op` (and v128) do.
@@ -94,6 +101,7 @@ const SHIPPED_URLS = Object.freeze({
   nosimd: new URL('../dist/needle-nosimd.wasm', import.meta.url),
   threads: new URL('../dist/needle-threads.wasm', import.meta.url),
   needle3: new URL('../dist/needle3.wasm', import.meta.url),
+  'needle3-threads': new URL('../dist/needle3-threads.wasm', import.meta.url),
 });
 
 /** URL of a variant's module file (an unshipped one: next to needle.wasm). */
@@ -272,7 +280,7 @@ export function threadPlan(requested = 'auto', facts) {
   }
   const one = (reason) => ({ count: 1, reason });
   if (requested === 1) return one('one thread was requested');
-  if (facts.variant && facts.variant !== 'threads') {
+  if (facts.variant && !['threads', 'needle3', 'needle3-threads'].includes(facts.variant)) {
     return one(`the "${facts.variant}" engine variant runs one thread (threads need the "threads" variant)`);
   }
   if (!facts.sharedArrayBuffer) {

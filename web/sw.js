@@ -18,6 +18,7 @@ const SHELL = [
   '../js/openai.js', '../js/openai-request.js', '../js/openai-chunks.js',
   '../dist/needle.wasm', '../dist/needle-nosimd.wasm', '../dist/needle-relaxed.wasm', '../dist/needle-threads.wasm',
   '../dist/needle3.wasm',
+  '../dist/needle3-threads.wasm',
 ].map((path) => new URL(path, self.location).href);
 
 self.addEventListener('install', (event) => {

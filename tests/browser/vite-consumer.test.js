@@ -70,7 +70,7 @@ async function viteBuild(root) {
 
 test('an app that loads its own archive gets the engine and the worker, and no demo archive', { timeout: 90000 }, async () => {
   const assets = await viteBuild(ownArchiveProject);
-  assert.equal(assets.filter((f) => f.endsWith('.wasm')).length, 5, `engine variants among ${assets}`);
+  assert.equal(assets.filter((f) => f.endsWith('.wasm')).length, 6, `engine variants among ${assets}`);
   assert.equal(assets.filter((f) => /^worker-.*\.js$/.test(f)).length, 1, `no worker among ${assets}`);
   assert.deepEqual(assets.filter((f) => /\.(cact|json)$/.test(f)), [], 'the demo model must not be emitted');
 });
@@ -78,11 +78,12 @@ test('an app that loads its own archive gets the engine and the worker, and no d
 test('Vite bundles the installed package unconfigured; the page generates in a Web Worker', { timeout: 90000 }, async () => {
   const assets = await viteBuild(project);
   // Every shipped engine variant (js/wasm.js picks one at run time).
-  assert.equal(assets.filter((f) => f.endsWith('.wasm')).length, 5, `engine variants among ${assets}`);
+  assert.equal(assets.filter((f) => f.endsWith('.wasm')).length, 6, `engine variants among ${assets}`);
   assert.ok(assets.some((f) => /^needle-nosimd-.+\.wasm$/.test(f)), `no nosimd variant among ${assets}`);
   assert.ok(assets.some((f) => /^needle-relaxed-.+\.wasm$/.test(f)), `no relaxed variant among ${assets}`);
   assert.ok(assets.some((f) => /^needle-threads-.+\.wasm$/.test(f)), `no threads variant among ${assets}`);
-  assert.ok(assets.some((f) => /^needle3-.+\.wasm$/.test(f)), `no needle3 variant among ${assets}`);
+  assert.ok(assets.some((f) => /^needle3-(?!threads-).+\.wasm$/.test(f)), `no needle3 variant among ${assets}`);
+  assert.ok(assets.some((f) => /^needle3-threads-.+\.wasm$/.test(f)), `no needle3-threads variant among ${assets}`);
   // The thread pool's worker is bundled too (it starts only in cross-origin-isolated pages).
   assert.equal(assets.filter((f) => /^thread-worker-.*\.js$/.test(f)).length, 1, `no thread worker among ${assets}`);
   assert.equal(assets.filter((f) => /^demo-.*\.cact$/.test(f)).length, 1, `no demo archive among ${assets}`);

@@ -23,16 +23,16 @@ after(() => { if (packed) rmSync(packed.dir, { recursive: true, force: true }); 
 
 test('the tarball holds the wasm, the demo model and its tools, the JS and the types, and nothing else', () => {
   const files = packed.pack.files.map((f) => f.path).sort();
-  for (const need of ['dist/needle.wasm', 'dist/needle-nosimd.wasm', 'dist/needle-relaxed.wasm', 'dist/needle-threads.wasm', 'dist/needle3.wasm', 'dist/demo.cact', 'dist/demo-tools.json', 'js/index.js', 'js/index.d.ts', 'js/worker.js',
+  for (const need of ['dist/needle.wasm', 'dist/needle-nosimd.wasm', 'dist/needle-relaxed.wasm', 'dist/needle-threads.wasm', 'dist/needle3.wasm', 'dist/needle3-threads.wasm', 'dist/demo.cact', 'dist/demo-tools.json', 'js/index.js', 'js/index.d.ts', 'js/worker.js',
     'js/client.js', 'js/agent.js', 'js/cli.js', 'js/demo.js', 'js/demo.d.ts', 'package.json', 'README.md', 'LICENSE']) {
     assert.ok(files.includes(need), `${need} missing from the tarball`);
   }
   const stray = files.filter((f) => /^(tests|node_modules|build|src|web|\.ci)\//.test(f) || /^dist\/(tiny|released-random)\.cact$/.test(f));
   assert.deepEqual(stray, []);
-  assert.ok(files.every((f) => /^(js\/[\w-]+\.(js|d\.ts)|dist\/(needle(-nosimd|-relaxed|-threads|3)?\.wasm|demo\.cact|demo-tools\.json)|package\.json|README\.md|LICENSE)$/.test(f)),
+  assert.ok(files.every((f) => /^(js\/[\w-]+\.(js|d\.ts)|dist\/(needle(-nosimd|-relaxed|-threads|3|3-threads)?\.wasm|demo\.cact|demo-tools\.json)|package\.json|README\.md|LICENSE)$/.test(f)),
     `unexpected files: ${files.join(' ')}`);
   const size = (f) => packed.pack.files.find((x) => x.path === f).size;
-  for (const f of ['dist/needle.wasm', 'dist/needle-nosimd.wasm', 'dist/needle-relaxed.wasm', 'dist/needle-threads.wasm', 'dist/needle3.wasm', 'dist/demo.cact']) {
+  for (const f of ['dist/needle.wasm', 'dist/needle-nosimd.wasm', 'dist/needle-relaxed.wasm', 'dist/needle-threads.wasm', 'dist/needle3.wasm', 'dist/needle3-threads.wasm', 'dist/demo.cact']) {
     assert.equal(size(f), statSync(join(root, f)).size, f);
   }
   // No random weights ship: the trained demo model keeps the package small.

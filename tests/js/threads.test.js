@@ -1,7 +1,8 @@
 // The threaded engine (dist/needle-threads.wasm, src/threads.h, js/wasm.js):
 // on 2 threads the logits of a prefill and of decode steps, exact and fast,
 // and the tokens sampled from a seed are bit-identical to one thread's (the
-// threaded build on one thread and the plain SIMD128 build); the thread
+// threaded build on one thread and the plain SIMD128 build), and the same
+// for Needle 3 (dist/needle3-threads.wasm against dist/needle3.wasm); the thread
 // decision gives the right count and reason for each kind of host; freeing
 // the engine lets its workers go.
 import { test } from 'node:test';
@@ -12,6 +13,9 @@ import os from 'node:os';
 import { Engine } from '../../js/engine.js';
 import { Model } from '../../js/model.js';
 import { threadPlan, hostThreadFacts, MAX_AUTO_THREADS, THREADS_PROBE } from '../../js/wasm.js';
+import { makeTestTokenizerBlob, syntheticPieces } from '../../js/cact-writer.js';
+import { writeCact3 } from '../../js/cact3-writer.js';
+import { TINY3_GEOMETRY } from '../../js/cact3-format.js';
 
 const ARCHIVES = {
   tiny: readFileSync(new URL('../../dist/tiny.cact', import.meta.url)),
@@ -89,6 +93,31 @@ for (const [name, bytes] of Object.entries(ARCHIVES)) {
     }
   });
 }
+
+test('Needle 3: 2 threads give the bits of 1 thread (prefill, decode, exact, fast, sampling, heads)', async () => {
+  const bytes = writeCact3({ geometry: { ...TINY3_GEOMETRY, hidden: 128, hadamardDimension: 128, queryHeads: 8, kvHeads: 2 },
+    seed: 9, bits: 2, group: 32, tokenizer: makeTestTokenizerBlob(syntheticPieces(9000)),
+    heads: [{ kind: 'embedding', probes: 2, queries: 2 }, { kind: 'confidence', probes: 3, queries: 2 }] });
+  const two = await load(bytes, 'needle3', 2);
+  const oneThreaded = await load(bytes, 'needle3-threads', 1);
+  const single = await load(bytes, 'needle3', 1);
+  try {
+    if (cores >= 2) assert.deepEqual(two.engine.threads, { count: 2, reason: null });
+    assert.equal(two.engine.variant, 'needle3-threads');
+    const reference = await outputs(single);
+    reference.embedding = [single.embed('dim the lights')];
+    const before = two.engine.x.needle_threads_worker_chunks();
+    for (const [model, label] of [[two, '2 threads'], [oneThreaded, 'the threaded build on 1 thread']]) {
+      const got = await outputs(model);
+      got.embedding = [model.embed('dim the lights')];
+      assertBitIdentical(got, reference, `Needle 3 ${label} vs needle3`);
+      assert.deepEqual(got.embedding, reference.embedding, `Needle 3 ${label}: the embedding head`);
+    }
+    if (cores >= 2) assert.ok(two.engine.x.needle_threads_worker_chunks() > before, 'the worker ran no part of the work');
+  } finally {
+    await Promise.all([two, oneThreaded, single].map(free));
+  }
+});
 
 const NODE = { node: true, sharedArrayBuffer: true, crossOriginIsolated: false, cores: 2, wasmThreads: true, simd: true };
 const PAGE = { ...NODE, node: false, crossOriginIsolated: true };
