@@ -12,7 +12,7 @@
 // alternately in the same run; host.threads says what each ran. `needle3` holds
 // the same decode, prefill and memory figures for a Needle 3 archive of the
 // released geometry with random weights (written in memory; the tiny Needle 3
-// when quick), on the needle3 module.
+// when quick), on the needle3 and needle3-threads modules.
 
 import { readFile, stat } from 'node:fs/promises';
 import os from 'node:os';
@@ -315,31 +315,42 @@ async function demoCommandMs(opts) {
   }
 }
 
-/** Decode and prefill tok/s and the peak memory of a 1000-token conversation
- *  for Needle 3 (see the file comment), one thread: there is no threaded
- *  Needle 3 module yet. Null figures are explained in nulls. */
+/** Decode and prefill tok/s (1 and 2 threads, alternated as for Needle 2)
+ *  and the peak memory of a 1000-token conversation for Needle 3 (see the
+ *  file comment). Null figures are explained in nulls. */
 async function needle3Figures(opts, quick, nulls) {
   const tokenizer = makeTestTokenizerBlob(syntheticPieces(quick ? 400 : 8192, CHAT_MARKERS3));
   const bytes = quick
     ? writeCact3({ geometry: { ...TINY3_GEOMETRY, maximumSequence: 2048 }, seed: 1, bits: 2, group: 32, tokenizer })
     : writeCact3({ seed: 1, tokenizer, heads: RELEASED3_HEADS });
-  const model = await Model.fromBytes(bytes, { wasm: 'needle3' });
-  const noThreads = 'there is no threaded Needle 3 module yet';
+  const model = await Model.fromBytes(bytes, { wasm: 'needle3', threads: 1 });
+  let threaded = await Model.fromBytes(bytes, { wasm: 'needle3', threads: 2 });
+  const t2Reason = threaded.engine.threads.count < 2 ? `2 threads are not available here: ${threaded.engine.threads.reason}` : null;
+  if (t2Reason) {
+    await threaded.free();
+    threaded = null;
+  }
   try {
     warmUp(model);
-    const decode = { ctx1000: decodeAt(model, 1000, opts) }; // first: the high-water mark is its own
+    if (threaded) warmUp(threaded);
+    const decode = { ctx1000: alternate(model, threaded, 1, (m) => decodeAt(m, 1000, opts)) }; // first: its own high-water mark
     const peak = model.peakMemoryBytes;
-    for (const ctx of CONTEXTS.filter((c) => c !== 1000)) decode[`ctx${ctx}`] = decodeAt(model, ctx, opts);
-    const decodeTps = Object.fromEntries(CONTEXTS.map((ctx) => [`ctx${ctx}`, { t1: round(decode[`ctx${ctx}`]), t2: null }]));
-    const prefillTps3 = Object.fromEntries(PROMPTS.map((n) => [`p${n}`, { t1: round(prefillTps(model, n, opts)), t2: null }]));
-    for (const ctx of CONTEXTS) nulls[`needle3.decode_tps.ctx${ctx}.t2`] = noThreads;
-    for (const n of PROMPTS) nulls[`needle3.prefill_tps.p${n}.t2`] = noThreads;
+    for (const ctx of CONTEXTS.filter((c) => c !== 1000)) decode[`ctx${ctx}`] = alternate(model, threaded, 1, (m) => decodeAt(m, ctx, opts));
+    const prefill = Object.fromEntries(PROMPTS.map((n) => [`p${n}`,
+      alternate(model, threaded, opts.prefillRuns, (m) => prefillTps(m, n, { ...opts, prefillRuns: 1 }))]));
+    const rates = (table, key) => {
+      const { t1, t2 } = table[key];
+      if (t2 === null) nulls[`needle3.${table === decode ? 'decode_tps' : 'prefill_tps'}.${key}.t2`] = t2Reason;
+      return { t1: round(t1), t2: t2 === null ? null : round(t2) };
+    };
     return {
-      decode_tps: decodeTps, prefill_tps: prefillTps3,
+      decode_tps: Object.fromEntries(CONTEXTS.map((ctx) => [`ctx${ctx}`, rates(decode, `ctx${ctx}`)])),
+      prefill_tps: Object.fromEntries(PROMPTS.map((n) => [`p${n}`, rates(prefill, `p${n}`)])),
       peak_memory_mb: round(peak / 2 ** 20, 1), beyond_archive_mb: round((peak - bytes.length) / 2 ** 20, 1),
       archive_mb: round(bytes.length / 2 ** 20, 1),
     };
   } finally {
+    await threaded?.free();
     await model.free();
   }
 }
@@ -448,7 +459,7 @@ export async function runBench({ file, quick = false, progress = () => {} } = {}
           stage_share: 'decode steps at 256 tokens of context, needle_session_profile',
           gemv: `needle_bench_gemv, group ${GEMV_GROUP}, activation rotated outside the timing`,
           peak_memory: 'wasm memory high-water mark after a 1000-token prompt and decode steps',
-          needle3: `${quick ? 'the tiny Needle 3' : 'the released Needle 3 geometry with random weights'}, needle3 module, as decode, prefill and peak_memory`,
+          needle3: `${quick ? 'the tiny Needle 3' : 'the released Needle 3 geometry with random weights'}, needle3 and needle3-threads modules, as decode, prefill and peak_memory`,
           mask: `${mask.count ?? 0} masks over random logits on a new grammar of two tools, and of the demo's 18 (mask_us_demo_catalogue)`,
           demo_command: `complete() to envelope on dist/demo.cact, greedy, 1 thread, tools block prefilled at create, ${command.count ?? 0} held-out commands`,
         },
@@ -493,9 +504,9 @@ export function formatBench(r) {
     `decode tok/s at context 64 by engine variant: ${Object.entries(r.decode_tps_ctx64_by_variant)
       .map(([v, tps]) => `${v} ${tps}`).join(', ')}`,
     '',
-    'Needle 3 (needle3 module, 1 thread)',
-    `  decode tok/s: ${Object.entries(r.needle3.decode_tps).map(([k, v]) => `context ${k.slice(3)} ${Math.round(v.t1)}`).join(', ')}`,
-    `  prefill tok/s: ${Object.entries(r.needle3.prefill_tps).map(([k, v]) => `prompt ${k.slice(1)} ${Math.round(v.t1)}`).join(', ')}`,
+    `Needle 3 tok/s      ${num('1 thread', 10)} ${num('2 threads', 10)}`,
+    ...Object.entries(r.needle3.decode_tps).map(([k, v]) => `  decode, context ${k.slice(3).padEnd(4)} ${num(v.t1, 8)} ${num(v.t2, 10)}`),
+    ...Object.entries(r.needle3.prefill_tps).map(([k, v]) => `  prefill, prompt ${k.slice(1).padEnd(4)} ${num(v.t1, 8)} ${num(v.t2, 10)}`),
     `  peak wasm memory, 1000-token conversation: ${r.needle3.peak_memory_mb} MB `
       + `(${r.needle3.beyond_archive_mb} MB beyond the ${r.needle3.archive_mb} MB archive)`,
   ];
