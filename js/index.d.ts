@@ -382,6 +382,10 @@ export interface Envelope {
   error: string | null;
   error_code: number | null;
   function_calls: FunctionCall[];
+  /** Needle 3 only: the calls withheld because their confidence is under 0.1 (function_calls is then empty). */
+  suppressed_calls?: FunctionCall[];
+  /** Needle 3 only, when calls were made: the tool.field names of string arguments the turn's text does not contain. */
+  validation?: { ungrounded: string[] };
   reasoning: string;
   /** null when the archive has no confidence head. */
   confidence: number | null;

@@ -41,6 +41,7 @@
 #define MAX_TOOLS_BLOCK_TOKENS 2048 /* the rendered tools block (five tools, or all without retrieval) */
 #define MAX_TURN_TOKENS 4096        /* one turn's text: a query or a tool result */
 #define RETRIEVAL_TOP 5
+#define SUPPRESS_BELOW 0.1 /* Needle 3 withholds calls of lower confidence */
 #define EMBED_DIM_MAX 1024
 
 enum { M_IM_START, M_IM_END, M_THINK, M_THINK_END, M_TOOLS, M_TOOLS_END, M_CALL, M_CALL_END,
@@ -70,7 +71,6 @@ struct needle_agent {
     uint32_t vocab;
     int32_t marker[MARKER_COUNT], bos, eos;
     int32_t extra[EXTRA_MARKERS]; /* MARKERS3's ids, -1 where the vocabulary has none */
-    int v3;                       /* Needle 3's chat format (needle3-model.md section 8) */
     /* declared tools (compact JSON each) and the chosen ones */
     char *tools[MAX_TOOLS];
     uint32_t tool_count, chosen[MAX_TOOLS], chosen_count;
@@ -109,7 +109,12 @@ struct needle_agent {
     void *pool_prefix;      /* ... and at the end of the prefix, for reset */
     size_t peak_bytes;
     needle_error turn_error;
+    buffer turn_text;       /* Needle 3: the turn's text, which the call's values are checked against */
 };
+
+/* Whether the agent runs Needle 3's chat format and envelope (needle3-model.md
+ * sections 8 and 9): a constant 0 in the modules built without Needle 3. */
+static int is_v3(const needle_agent *a) { return ND_IS_V3(&a->model->archive.geometry); }
 
 /* ---- small containers -------------------------------------------------- */
 
@@ -193,7 +198,6 @@ needle_agent *needle_agent_new(const needle_model *model, needle_error *err) {
     a->vocab = model->archive.geometry.vocab;
     a->bos = needle_tokenizer_special(a->tok, 2);
     a->eos = needle_tokenizer_special(a->tok, 1);
-    a->v3 = ND_IS_V3(&model->archive.geometry);
     for (int m = 0; m < EXTRA_MARKERS; m++)
         a->extra[m] = needle_tokenizer_piece_id(a->tok, MARKERS3[m], strlen(MARKERS3[m]));
     for (int m = 0; m < MARKER_COUNT; m++) {
@@ -241,7 +245,7 @@ void needle_agent_free(needle_agent *a) {
     free(a->prefix.ids), free(a->conversation.ids), free(a->reasoning.ids), free(a->forcing.data);
     free(a->calls.ids), free(a->pending.ids), free(a->prompt.ids);
     free(a->logits), free(a->masked);
-    free(a->pool_mark), free(a->pool_prefix);
+    free(a->pool_mark), free(a->pool_prefix), free(a->turn_text.data);
     free(a);
 }
 
@@ -285,7 +289,7 @@ int needle_agent_add_tool(needle_agent *a, const char *json, size_t len, needle_
     if (a->tool_count == MAX_TOOLS)
         return nd_fail(err, NEEDLE_E_ARGUMENT, "more than %d tools", MAX_TOOLS);
     needle_error why;
-    size_t n = nd_json_compact(json, len, !a->v3, NULL, 0, &why);
+    size_t n = nd_json_compact(json, len, !is_v3(a), NULL, 0, &why);
     if (n == 0) return nd_fail(err, NEEDLE_E_SCHEMA, "tool %u is not valid JSON: %s", a->tool_count, why.message);
     if (n > MAX_TOOL_BYTES)
         return nd_fail(err, NEEDLE_E_ARGUMENT, "tool %u is %zu bytes of compact JSON, over the limit of %d",
@@ -297,7 +301,7 @@ int needle_agent_add_tool(needle_agent *a, const char *json, size_t len, needle_
                        total, MAX_TOOLS_BYTES);
     char *text = malloc(n + 1);
     if (!text) return nd_fail(err, NEEDLE_E_NOMEM, "out of memory adding a tool");
-    nd_json_compact(json, len, !a->v3, text, n + 1, err);
+    nd_json_compact(json, len, !is_v3(a), text, n + 1, err);
     int status = check_tool_tokens(a, text, n, err);
     if (status) {
         free(text);
@@ -456,7 +460,7 @@ static int start_conversation(needle_agent *a, needle_error *err) {
     buffer text = {0}, tools = {0};
     int status = render_tools(a, a->chosen, a->chosen_count, &tools);
     size_t system_len = a->system.len;
-    const char *system = a->v3 ? strip(a->system.data, &system_len) : a->system.data;
+    const char *system = is_v3(a) ? strip(a->system.data, &system_len) : a->system.data;
     if (!status && system_len) {
         status = buffer_str(&text, "<|im_start|>system\n");
         if (!status) status = buffer_put(&text, system, system_len);
@@ -474,7 +478,7 @@ static int start_conversation(needle_agent *a, needle_error *err) {
                          "declare fewer or shorter tools", a->prefix.len, MAX_TOOLS_BLOCK_TOKENS);
     if (!status) {
         a->grammar = nd_grammar_new_calls(a->vocab_trie, tools.data, tools.len, a->marker[M_CALL_END],
-                                          a->require_call ? 1 : 0, !a->v3, err);
+                                          a->require_call ? 1 : 0, !is_v3(a), err);
         if (!a->grammar) status = err ? err->code : NEEDLE_E_SCHEMA;
     }
     if (!status) {
@@ -500,7 +504,7 @@ int needle_agent_init(needle_agent *a, const char *system, size_t len, needle_er
     buffer all = {0};
     int status = render_tools(a, NULL, a->tool_count, &all);
     needle_grammar *g = status ? NULL
-                               : nd_grammar_new_calls(a->vocab_trie, all.data, all.len, a->marker[M_CALL_END], 0, !a->v3, err);
+                               : nd_grammar_new_calls(a->vocab_trie, all.data, all.len, a->marker[M_CALL_END], 0, !is_v3(a), err);
     free(all.data);
     if (!g) return status ? nd_fail(err, NEEDLE_E_NOMEM, "out of memory") : (err ? err->code : NEEDLE_E_SCHEMA);
     needle_grammar_free(g);
@@ -532,10 +536,10 @@ static int render_turn(needle_agent *a, const char *text, size_t len, idlist *ou
     buffer b = {0};
     int first = a->conversation.len == 0, status = 0;
     if (a->turn_kind == NEEDLE_TURN_TOOL_RESULT) {
-        size_t n = nd_json_compact(text, len, !a->v3, NULL, 0, err);
+        size_t n = nd_json_compact(text, len, !is_v3(a), NULL, 0, err);
         char *compact = n ? malloc(n + 1) : NULL;
         if (!compact) return n ? nd_fail(err, NEEDLE_E_NOMEM, "out of memory") : err ? err->code : NEEDLE_E_ARGUMENT;
-        nd_json_compact(text, len, !a->v3, compact, n + 1, err);
+        nd_json_compact(text, len, !is_v3(a), compact, n + 1, err);
         status = buffer_str(&b, "\n<|im_start|>user\n<tool_result>");
         if (!status) status = buffer_put(&b, compact, n);
         if (!status) status = buffer_str(&b, "</tool_result>");
@@ -576,6 +580,8 @@ int needle_agent_begin(needle_agent *a, const char *text, size_t len, int kind,
     a->call_logp = a->prefill_ms = a->decode_ms = 0;
     a->max_new = max_new_tokens ? max_new_tokens : 256;
     a->reasoning_max = a->max_new / 4 < 256 ? a->max_new / 4 : 256; /* the rest is for calls */
+    a->turn_text.len = 0;
+    if (is_v3(a) && buffer_put(&a->turn_text, text, len)) return nd_fail(err, NEEDLE_E_NOMEM, "out of memory");
     a->peak_bytes = nd_memory_bytes();
     double t0 = nd_now_ms();
     int status = NEEDLE_OK;
@@ -661,7 +667,7 @@ static int32_t sample(needle_agent *a) {
  * Needle 3's reasoning ends with a newline (the model writes it); one cut
  * short by the budget gets it forced. */
 static int close_reasoning(needle_agent *a, int budget, char *out, size_t cap, size_t *out_len) {
-    int status = force(a, a->v3 && budget ? "\n</think>\n<tool_call>" : "</think>\n<tool_call>", out, cap, out_len);
+    int status = force(a, is_v3(a) && budget ? "\n</think>\n<tool_call>" : "</think>\n<tool_call>", out, cap, out_len);
     if (status >= 0) a->phase = P_CALL;
     return status;
 }
@@ -848,6 +854,45 @@ static double confidence(const needle_agent *a, int *present) {
     return head < decode_p ? head : decode_p;
 }
 
+static char lower_ascii(char c) { return c >= 'A' && c <= 'Z' ? (char)(c + 32) : c; }
+
+/* Whether text[0..n) holds s[0..m), ASCII letters compared case-folded. */
+static int contains_folded(const char *text, size_t n, const char *s, size_t m) {
+    for (size_t i = 0; m <= n && i <= n - m; i++) {
+        size_t j = 0;
+        while (j < m && lower_ascii(text[i + j]) == lower_ascii(s[j])) j++;
+        if (j == m) return 1;
+    }
+    return 0;
+}
+
+/* Needle 3's "validation" (needle3-model.md section 9): "ungrounded" lists
+ * the tool.field names of the calls' string arguments that the turn's text
+ * does not contain (runtime convention: top-level string arguments, ASCII
+ * case folded; the makers' further checks, such as "negation", are not in
+ * the sources). */
+static void put_validation(buffer *b, const needle_agent *a, const char *calls, size_t n) {
+    needle_error ignored;
+    nd_json *doc = nd_json_parse(calls, n, 64, &ignored);
+    const nd_jv *list = doc ? nd_json_root(doc) : NULL;
+    buffer field = {0};
+    buffer_str(b, ",\"validation\":{\"ungrounded\":[");
+    for (size_t i = 0; list && i < list->n; i++) {
+        const nd_jv *name = nd_jv_get(&list->kids[i], "name"), *args = nd_jv_get(&list->kids[i], "arguments");
+        for (size_t k = 0; name && args && args->type == ND_JOBJECT && k < args->n; k++) {
+            const nd_jv *v = &args->kids[k];
+            if (v->type != ND_JSTRING || contains_folded(a->turn_text.data, a->turn_text.len, v->str, v->len)) continue;
+            if (field.len) buffer_str(b, ",");
+            field.len = 0;
+            buffer_put(&field, name->str, name->len), buffer_str(&field, "."), buffer_put(&field, v->key, v->klen);
+            put_json_string(b, field.data, field.len);
+        }
+    }
+    buffer_str(b, "]}");
+    free(field.data);
+    nd_json_free(doc);
+}
+
 size_t needle_agent_envelope(const needle_agent *a, char *out, size_t cap) {
     buffer b = {0};
     char num[64];
@@ -864,12 +909,20 @@ size_t needle_agent_envelope(const needle_agent *a, char *out, size_t cap) {
         snprintf(num, sizeof num, ",\"error_code\":%d", a->turn_error.code ? a->turn_error.code : NEEDLE_E_ARGUMENT);
         buffer_str(&b, num);
     }
-    buffer_str(&b, ",\"function_calls\":");
-    buffer_str(&b, calls ? calls : "[]");
-    buffer_str(&b, ",\"reasoning\":");
-    const char *shown = reasoning && a->v3 ? strip(reasoning, &reasoning_len) : reasoning;
-    put_json_string(&b, shown ? shown : "", reasoning_len);
     double c = ok ? confidence(a, &present) : 0;
+    /* Needle 3 withholds a call under confidence 0.1 (needle3-model.md section
+     * 9), unless a call is required (an extraction). */
+    int withheld = is_v3(a) && !a->require_call && present && c < SUPPRESS_BELOW && calls && strcmp(calls, "[]") != 0;
+    buffer_str(&b, ",\"function_calls\":");
+    buffer_str(&b, calls && !withheld ? calls : "[]");
+    if (is_v3(a)) {
+        buffer_str(&b, ",\"suppressed_calls\":");
+        buffer_str(&b, withheld ? calls : "[]");
+        if (calls && strcmp(calls, "[]") != 0) put_validation(&b, a, calls, calls_len);
+    }
+    buffer_str(&b, ",\"reasoning\":");
+    const char *shown = reasoning && is_v3(a) ? strip(reasoning, &reasoning_len) : reasoning;
+    put_json_string(&b, shown ? shown : "", reasoning_len);
     if (present) snprintf(num, sizeof num, ",\"confidence\":%.6g", c);
     buffer_str(&b, present ? num : ",\"confidence\":null");
     double prefill_tps = a->prefill_ms > 0 ? a->prefill_count / (a->prefill_ms / 1e3) : 0;

@@ -95,3 +95,39 @@ test('Needle 3: embed() is the vector retrieval compares, of unit norm; refused 
   withHead.free();
   assert.throws(() => model.embed('do thing 3'), (e) => e.code === STATUS.ARGUMENT && /no probe head/.test(e.message));
 });
+
+// The tool.field names of string arguments the text does not contain (case folded).
+const ungrounded = (calls, text) => calls.flatMap((c) => Object.entries(c.arguments)
+  .filter(([, v]) => typeof v === 'string' && !text.toLowerCase().includes(v.toLowerCase())).map(([k]) => `${c.name}.${k}`));
+
+test('Needle 3: the envelope holds suppressed_calls and validation; a call under confidence 0.1 is withheld unless required', async () => {
+  const tools = [{ name: 'send_message', description: 'Send a message',
+    parameters: { type: 'object', properties: { to: { enum: ['Ann', 'Bob'] }, text: { type: 'string', maxLength: 8 } },
+      required: ['to', 'text'] } }];
+  const query = 'text ANN hello'; // 'Ann' is in it (case folded), 'Bob' is not
+  const seen = { grounded: 0, ungrounded: 0, withheld: 0, delivered: 0 };
+  for (const bias of [0, -30]) { // a confidence head whose bias makes every call unsure
+    const archive = await Model.fromBytes(writeCact3({ geometry: TINY3_GEOMETRY, seed: 8, bits: 2, group: 32, tokenizer,
+      heads: [{ kind: 'confidence', probes: 2, queries: 2 }],
+      weights: (name) => (name === 'confidence_head.bias' ? [bias] : undefined) }), { wasm: 'needle3' });
+    for (let seed = 1; seed <= 12; seed++) {
+      const requireCall = seed % 2 === 0; // a required call (an extraction) is never withheld
+      const agent = await Needle.create({ model: archive, tools, temperature: 1, seed, requireCall });
+      const envelope = await agent.complete(query, { maxNewTokens: MAX_NEW });
+      assert.equal(envelope.success, true, envelope.error);
+      const withheld = bias !== 0 && !requireCall;
+      const calls = withheld ? envelope.suppressed_calls : envelope.function_calls;
+      assert.deepEqual(withheld ? envelope.function_calls : envelope.suppressed_calls, []);
+      assert.equal(envelope.confidence < 0.1, bias !== 0, `confidence ${envelope.confidence}`);
+      agent.free();
+      if (!calls.length) { assert.equal(envelope.validation, undefined); continue; } // a refusal
+      const want = ungrounded(calls, query);
+      assert.deepEqual(envelope.validation, { ungrounded: want });
+      seen[want.includes('send_message.to') ? 'ungrounded' : 'grounded']++;
+      seen[withheld ? 'withheld' : 'delivered']++;
+    }
+    archive.free();
+  }
+  console.log(`# ${JSON.stringify(seen)}`);
+  for (const [what, count] of Object.entries(seen)) assert.ok(count > 0, `no call ${what} among 24 sampled turns`);
+});
