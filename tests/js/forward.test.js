@@ -9,7 +9,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeCact, makeTestTokenizerBlob, syntheticPieces } from '../../js/cact-writer.js';
 import { Model } from '../../js/model.js';
-import { greedyFlips, randomIds, relativeError } from './logit-checks.js';
+import { greedyFlips, kvLevelAgreement, randomIds, relativeError } from './logit-checks.js';
 import { readArchive, referenceForward } from './reference/index.js';
 
 const TOKENIZER = makeTestTokenizerBlob(syntheticPieces(320));
@@ -54,25 +54,6 @@ function archiveFor(c, seed) {
   return writeCact({
     geometry: { ...BASE, ...c.geometry }, seed, bits: c.bits, group: c.group, heads: true, tokenizer: TOKENIZER,
   });
-}
-
-/** The share of cached K/V level indices (every layer, position, kv head) a
- *  fast-mode session shares with the reference's. */
-function kvLevelAgreement(model, ids, options, want) {
-  const session = model.session({ exact: false, ...options });
-  let same = 0, total = 0;
-  try {
-    session.feed(ids);
-    want.forEach((positions, layer) => positions.forEach((heads, p) => heads.forEach((rows, head) => {
-      for (const [which, ref] of [[0, rows.k], [1, rows.v]]) {
-        const got = session.kvLevels(layer, head, p, which);
-        ref.forEach((index, i) => { same += got[i] === index; total++; });
-      }
-    })));
-  } finally {
-    session.free();
-  }
-  return same / total;
 }
 
 for (const [i, c] of CASES.entries()) {

@@ -6,7 +6,8 @@
 // reference with A8 at every point of section 6, int8 K/V): within 1e-2 of
 // it (measured 1.8e-7 to 5.2e-3; 1.1e-2 and 1.2e-2 where 1-bit and ternary
 // weights make A8 itself move the logits by 1-2e-2, 1.9e-2 with the CQ K/V of
-// kvBits 4), with the same greedy token at every clear position. Also: prefill equals
+// kvBits 4, whose cached K/V level indices are the A8 reference's at 98.9% of
+// entries), with the same greedy token at every clear position. Also: prefill equals
 // token-by-token decode, and a rewind re-runs the convolution's state, also
 // back to the sinks long after their raw rows left the ring.
 import { test } from 'node:test';
@@ -16,7 +17,7 @@ import { writeCact3 } from '../../js/cact3-writer.js';
 import { TINY3_GEOMETRY } from '../../js/cact3-format.js';
 import { Model } from '../../js/model.js';
 import { STATUS } from '../../js/errors.js';
-import { greedyFlips, randomIds, relativeError } from './logit-checks.js';
+import { greedyFlips, kvLevelAgreement, randomIds, relativeError } from './logit-checks.js';
 import { readArchive3 } from './reference/archive3.js';
 import { referenceForward3 } from './reference/model3.js';
 
@@ -37,7 +38,9 @@ const CASES = [
   { name: 'ternary, engine window 6 with 3 sinks, band 5, over 24 tokens', bits: 'ternary', window: 6, sinks: 3,
     fastBound: 1.5e-2,
     length: 24, geometry: { slidingWindow: 5, globalLayers: [1] } },
-  { name: 'kvBits 4, MQA, qk 32 > vd 16', bits: 2, group: 64, fastBound: 2.5e-2,
+  // kvBits 4: fast mode's own roundings move 1.1% of the 16-level K/V indices (98.89% measured; the
+  // same limit as Needle 2's kvBits 4 case, issue 13), and so the logits by up to 1.9e-2.
+  { name: 'kvBits 4, MQA, qk 32 > vd 16', bits: 2, group: 64, fastBound: 2.5e-2, kvLevelFloor: 0.985,
     geometry: { kvBits: 4, kvHeads: 1, headDimension: 32, hidden: 64, hadamardDimension: 64 } },
   { name: 'outVocabulary 300 of 320 rows, seed stride 3, one site', bits: 2,
     geometry: { outVocabulary: 300, engramSeedHeads: 3, sites: [1] } },
@@ -74,7 +77,7 @@ for (const [i, c] of CASES.entries()) {
       worst = Math.max(worst, error);
       assert.ok(error <= 1e-3, `position ${p}: max|diff| / max|ref| = ${error.toExponential(2)}`);
     }
-    const { logits: a8 } = referenceForward3(reference, ids, { ...options, a8: true });
+    const { logits: a8, kvIndices } = referenceForward3(reference, ids, { ...options, a8: true, kvIndices: true });
     const fast = model.logits(ids, { all: true, exact: false, ...options });
     const fastError = Math.max(...fast.map((row, p) => relativeError(row.subarray(0, scored), a8[p])));
     const a8Shift = Math.max(...a8.map((row, p) => relativeError(row, want[p])));
@@ -83,6 +86,11 @@ for (const [i, c] of CASES.entries()) {
       + `(A8 vs exact ${a8Shift.toExponential(2)}), greedy flips ${flips} of ${clear}`);
     assert.ok(fastError <= (c.fastBound ?? 1e-2), `fast mode drifted from the A8 model: ${fastError}`);
     assert.equal(flips, 0, `fast mode picks another greedy token at ${flips} of ${clear} clear positions`);
+    if (reference.geometry.kvBits !== 8) { // issue 13's check where K/V are CQ: the cached level indices
+      const share = kvLevelAgreement(model, ids, options, kvIndices);
+      console.log(`# ${c.name}: K/V levels as the A8 reference's: ${(share * 100).toFixed(2)}%`);
+      assert.ok(share >= (c.kvLevelFloor ?? 0.99), `fast mode's K/V levels match the A8 reference's at ${share} of entries`);
+    }
     model.free();
   });
 }

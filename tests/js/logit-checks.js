@@ -36,3 +36,22 @@ export function relativeError(got, want) {
   }
   return diff / scale;
 }
+
+/** The share of cached K/V level indices (every layer, position, kv head) a
+ *  fast-mode session shares with the reference's. */
+export function kvLevelAgreement(model, ids, options, want) {
+  const session = model.session({ exact: false, ...options });
+  let same = 0, total = 0;
+  try {
+    session.feed(ids);
+    want.forEach((positions, layer) => positions.forEach((heads, p) => heads.forEach((rows, head) => {
+      for (const [which, ref] of [[0, rows.k], [1, rows.v]]) {
+        const got = session.kvLevels(layer, head, p, which);
+        ref.forEach((index, i) => { same += got[i] === index; total++; });
+      }
+    })));
+  } finally {
+    session.free();
+  }
+  return same / total;
+}

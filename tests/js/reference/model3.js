@@ -7,8 +7,10 @@
 // input, every query head, K and V at kvBits 8, the gated output, e, the final
 // x). Positions are processed one at a time, as a decoder would.
 //
-//   referenceForward3(archive3, ids, { window, sinks, a8, kvQuant, valid })
-//     -> { logits: Float64Array[] (outVocabulary each), cells: Float64Array[][] }
+//   referenceForward3(archive3, ids, { window, sinks, a8, kvQuant, valid, kvIndices })
+//     -> { logits: Float64Array[] (outVocabulary each), cells: Float64Array[][], kvIndices }
+//   kvIndices true (kvBits 2-4): also kvIndices[layer][position][kv head] = { k, v },
+//   the CQ level index of every rotated K and V value (the padded length).
 
 import { denseMatrix, matrixRow } from './archive.js';
 import { kronecker } from './archive3.js';
@@ -84,10 +86,13 @@ function attention(archive, state, i, p, hIn) {
   const k = C ? convolve(lw.kTaps, raw.k, p, C, KV * qk, valid) : raw.k[p];
   const v = C ? convolve(lw.vTaps, raw.v, p, C, KV * vd, valid) : raw.v[p];
   const int8 = state.a8 && g.kvBits === 8;
-  const cache = (x) => (state.kvLevels ? kvQuantise(x, state.kvLevels) : int8 ? fakeQuantA8(x) : x);
+  const index = state.kvIndices && Array.from({ length: KV }, () => ({ k: [], v: [] }));
+  const cache = (x, into) => (state.kvLevels ? kvQuantise(x, state.kvLevels, into) : int8 ? fakeQuantA8(x) : x);
   state.keys[i][p] = Array.from({ length: KV },
-    (_, j) => cache(rope(zcrms(k.subarray(j * qk, (j + 1) * qk), lw.kNorm), p, g.ropeTheta)));
-  state.values[i][p] = Array.from({ length: KV }, (_, j) => cache(Float64Array.from(v.subarray(j * vd, (j + 1) * vd))));
+    (_, j) => cache(rope(zcrms(k.subarray(j * qk, (j + 1) * qk), lw.kNorm), p, g.ropeTheta), index?.[j].k));
+  state.values[i][p] = Array.from({ length: KV },
+    (_, j) => cache(Float64Array.from(v.subarray(j * vd, (j + 1) * vd)), index?.[j].v));
+  if (index) state.kvIndices[i][p] = index;
   const o = new Float64Array(H * vd);
   for (let qh = 0; qh < H; qh++) {
     let qv = rope(zcrms(q.subarray(qh * qk, (qh + 1) * qk), lw.qNorm), p, g.ropeTheta);
@@ -239,6 +244,7 @@ export function referenceForward3(archive, ids, opts = {}) {
     keys: Array.from({ length: g.layers }, () => []),
     values: Array.from({ length: g.layers }, () => []),
     engram: Array.from({ length: g.siteCount }, () => new Map()),
+    kvIndices: opts.kvIndices ? Array.from({ length: g.layers }, () => []) : null,
   };
   const logits = [], cells = [];
   for (let p = 0; p < state.ids.length; p++) {
@@ -246,5 +252,5 @@ export function referenceForward3(archive, ids, opts = {}) {
     logits.push(out.logits);
     cells.push(out.cells);
   }
-  return { logits, cells };
+  return { logits, cells, kvIndices: state.kvIndices };
 }
