@@ -384,8 +384,9 @@ export interface Envelope {
   function_calls: FunctionCall[];
   /** Needle 3 only: the calls withheld because their confidence is under 0.1 (function_calls is then empty). */
   suppressed_calls?: FunctionCall[];
-  /** Needle 3 only, when calls were made: the tool.field names of string arguments the turn's text does not contain. */
-  validation?: { ungrounded: string[] };
+  /** Needle 3 only, when calls were made: the tool.field names of string arguments the turn's text does not
+   *  contain, and whether that text holds a negating word (no, not, never, ...n't). */
+  validation?: { ungrounded: string[]; negation: boolean };
   reasoning: string;
   /** null when the archive has no confidence head. */
   confidence: number | null;

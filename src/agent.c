@@ -866,11 +866,39 @@ static int contains_folded(const char *text, size_t n, const char *s, size_t m) 
     return 0;
 }
 
-/* Needle 3's "validation" (needle3-model.md section 9): "ungrounded" lists
- * the tool.field names of the calls' string arguments that the turn's text
- * does not contain (runtime convention: top-level string arguments, ASCII
- * case folded; the makers' further checks, such as "negation", are not in
- * the sources). */
+/* Whether word w[0..n) (lower case) negates: no, not, never, or a word
+ * ending in n't (ASCII or typographic apostrophe). */
+static int negating_word(const char *w, size_t n) {
+    if ((n == 2 && !memcmp(w, "no", 2)) || (n == 3 && !memcmp(w, "not", 3)) || (n == 5 && !memcmp(w, "never", 5)))
+        return 1;
+    return (n >= 3 && !memcmp(w + n - 3, "n't", 3)) || (n >= 5 && !memcmp(w + n - 5, "n\xe2\x80\x99t", 5));
+}
+
+/* Whether text[0..n) holds a negating word (words: runs of ASCII letters
+ * and apostrophes, case folded). */
+static int negates(const char *text, size_t n) {
+    char word[16];
+    size_t len = 0;
+    for (size_t i = 0; i <= n; i++) {
+        char c = i < n ? lower_ascii(text[i]) : ' ';
+        int typographic = i + 2 < n && !memcmp(text + i, "\xe2\x80\x99", 3);
+        if ((c >= 'a' && c <= 'z') || c == '\'' || typographic) {
+            size_t take = typographic ? 3 : 1;
+            if (len + take <= sizeof word) memcpy(word + len, typographic ? text + i : &c, take);
+            len += take, i += take - 1;
+            continue;
+        }
+        if (len && len <= sizeof word && negating_word(word, len)) return 1;
+        len = 0;
+    }
+    return 0;
+}
+
+/* Needle 3's "validation" (needle3-model.md section 9), by runtime
+ * convention (the sources name the fields, not their rules): "ungrounded"
+ * lists the tool.field names of the calls' top-level string arguments that
+ * the turn's text does not contain (ASCII case folded); "negation" is
+ * whether that text holds a negating word (no, not, never, ...n't). */
 static void put_validation(buffer *b, const needle_agent *a, const char *calls, size_t n) {
     needle_error ignored;
     nd_json *doc = nd_json_parse(calls, n, 64, &ignored);
@@ -888,7 +916,7 @@ static void put_validation(buffer *b, const needle_agent *a, const char *calls, 
             put_json_string(b, field.data, field.len);
         }
     }
-    buffer_str(b, "]}");
+    buffer_str(b, negates(a->turn_text.data, a->turn_text.len) ? "],\"negation\":true}" : "],\"negation\":false}");
     free(field.data);
     nd_json_free(doc);
 }

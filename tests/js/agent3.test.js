@@ -100,19 +100,23 @@ test('Needle 3: embed() is the vector retrieval compares, of unit norm; refused 
 const ungrounded = (calls, text) => calls.flatMap((c) => Object.entries(c.arguments)
   .filter(([, v]) => typeof v === 'string' && !text.toLowerCase().includes(v.toLowerCase())).map(([k]) => `${c.name}.${k}`));
 
-test('Needle 3: the envelope holds suppressed_calls and validation; a call under confidence 0.1 is withheld unless required', async () => {
+test('Needle 3: the envelope holds suppressed_calls and validation (ungrounded values, negation); a call under confidence 0.1 is withheld unless required', async () => {
   const tools = [{ name: 'send_message', description: 'Send a message',
     parameters: { type: 'object', properties: { to: { enum: ['Ann', 'Bob'] }, text: { type: 'string', maxLength: 8 } },
       required: ['to', 'text'] } }];
-  const query = 'text ANN hello'; // 'Ann' is in it (case folded), 'Bob' is not
-  const seen = { grounded: 0, ungrounded: 0, withheld: 0, delivered: 0 };
+  // 'Ann' is in both (case folded), 'Bob' in neither; the second negates.
+  const queries = ['text ANN hello', 'don’t text ANN, NEVER'];
+  const negation = (text) => /\b(no|not|never)\b|n['’]t\b/i.test(text);
+  const seen = { grounded: 0, ungrounded: 0, withheld: 0, delivered: 0, negated: 0, plain: 0 };
   for (const bias of [0, -30]) { // a confidence head whose bias makes every call unsure
     const archive = await Model.fromBytes(writeCact3({ geometry: TINY3_GEOMETRY, seed: 8, bits: 2, group: 32, tokenizer,
       heads: [{ kind: 'confidence', probes: 2, queries: 2 }],
       weights: (name) => (name === 'confidence_head.bias' ? [bias] : undefined) }), { wasm: 'needle3' });
-    for (let seed = 1; seed <= 12; seed++) {
+    // Random weights mostly refuse when no call is required: sample until a refused one came with a call.
+    for (let seed = 1; seed <= 12 || (bias && !seen.withheld && seed <= 400); seed++) {
       const requireCall = seed % 2 === 0; // a required call (an extraction) is never withheld
       const agent = await Needle.create({ model: archive, tools, temperature: 1, seed, requireCall });
+      const query = queries[Math.floor(seed / 2) % 2];
       const envelope = await agent.complete(query, { maxNewTokens: MAX_NEW });
       assert.equal(envelope.success, true, envelope.error);
       const withheld = bias !== 0 && !requireCall;
@@ -122,12 +126,13 @@ test('Needle 3: the envelope holds suppressed_calls and validation; a call under
       agent.free();
       if (!calls.length) { assert.equal(envelope.validation, undefined); continue; } // a refusal
       const want = ungrounded(calls, query);
-      assert.deepEqual(envelope.validation, { ungrounded: want });
+      assert.deepEqual(envelope.validation, { ungrounded: want, negation: negation(query) });
       seen[want.includes('send_message.to') ? 'ungrounded' : 'grounded']++;
       seen[withheld ? 'withheld' : 'delivered']++;
+      seen[negation(query) ? 'negated' : 'plain']++;
     }
     archive.free();
   }
   console.log(`# ${JSON.stringify(seen)}`);
-  for (const [what, count] of Object.entries(seen)) assert.ok(count > 0, `no call ${what} among 24 sampled turns`);
+  for (const [what, count] of Object.entries(seen)) assert.ok(count > 0, `no call ${what} among the sampled turns`);
 });
