@@ -174,9 +174,10 @@ NEEDLE_API int needle_session_rewind(needle_session *session, uint32_t position,
  * Allowed before they are fed, or later while every position to pin is still
  * in the cache; unpinning fed positions needs a rewind below them first. */
 NEEDLE_API int needle_session_set_sinks(needle_session *session, uint32_t sinks, needle_error *err);
-/* A probe head over the cells pooled so far (spec section 4): kind 1
- * (contrastive) writes 128 floats of unit norm, kind 2 (confidence) one
- * probability. NEEDLE_E_ARGUMENT when the archive has no such head,
+/* A probe head over the cells pooled so far (spec section 4; Needle 3:
+ * needle3-model.md section 5): kind 1 (contrastive, Needle 3's embedding)
+ * writes 128 floats of unit norm, kind 2 (confidence) one probability, kind
+ * 3 (Needle 3's router) its three logits. NEEDLE_E_ARGUMENT when the archive has no such head,
  * NEEDLE_E_CONTEXT when nothing was pooled. Rewinding to 0 restarts pooling;
  * other rewinds leave it as is. */
 NEEDLE_API int needle_session_head(needle_session *session, int kind, float *out, needle_error *err);
