@@ -697,13 +697,16 @@ static int step_reasoning(needle_agent *a, char *out, size_t cap, size_t *out_le
 
 static void finish_turn(needle_agent *a);
 
-/* The token that writes exactly byte b: its one-character piece, else the
+/* The token that writes exactly byte b: its one-character piece (for a
+ * space, "▁", which a tokenizer may hold as a user-defined piece), else the
  * byte-fallback piece <0xXX>; -1 when the vocabulary has neither. */
 static int32_t byte_token(const needle_agent *a, uint8_t b) {
     int type = -1;
     int32_t id = b == ' ' ? needle_tokenizer_piece_id(a->tok, "\xe2\x96\x81", 3)
                           : needle_tokenizer_piece_id(a->tok, (const char *)&b, 1);
-    if (id >= 0 && nd_tokenizer_piece(a->tok, id, NULL, &type) && type == ND_PIECE_NORMAL) return id;
+    if (id >= 0 && nd_tokenizer_piece(a->tok, id, NULL, &type) &&
+        (type == ND_PIECE_NORMAL || (b == ' ' && type == ND_PIECE_USER)))
+        return id;
     char hex[8];
     snprintf(hex, sizeof hex, "<0x%02X>", b);
     id = needle_tokenizer_piece_id(a->tok, hex, 6);

@@ -142,13 +142,16 @@ test('the shipped modules refuse a Needle 3 archive by its tag, saying which mod
     (e) => e.code === UNSUPPORTED && /0x05e12a84: Needle 3, read by the needle3 variant only/.test(e.message));
 });
 
-test('a Needle 3 archive loads into the needle3 variant by its tag, from bytes or streamed, and runs', async () => {
+test('a Needle 3 archive loads into a needle3 variant by its tag, from bytes or streamed, and runs', async () => {
   const bytes = make();
   const path = join(mkdtempSync(join(tmpdir(), 'needle3-')), 'tiny3.cact');
   writeFileSync(path, bytes);
-  for (const model of [await Model.fromBytes(bytes), await Model.load(path)]) {
+  const models = [await Model.fromBytes(bytes), await Model.load(path), await Model.fromBytes(bytes, { threads: 1 })];
+  for (const [i, model] of models.entries()) {
     try {
-      assert.equal(model.engine.variant, 'needle3');
+      // The threaded build where threads run (Node on 2 cores), else the single-threaded one.
+      assert.equal(model.engine.variant, model.engine.threads.count > 1 ? 'needle3-threads' : 'needle3', `model ${i}`);
+      if (i === 2) assert.equal(model.engine.variant, 'needle3');
       const { geometry, tensors } = model.inspect();
       assert.equal(geometry.generation, 3);
       assert.deepEqual([geometry.headDimension, geometry.vHeadDimension, geometry.qkvConvTaps, geometry.slidingWindow,
