@@ -1329,17 +1329,37 @@ SYNTHETIC = 0.0
 
 
 def invented(rng, name):
-    """A value for pool `name` made of invented words and words of the pool."""
+    """A value for pool `name` made of invented words and words of the pool.
+    An invented word is syllables, a word of any pool's training values, or
+    random letters: the letters tokenize into pieces of every kind, so the
+    model learns to copy any piece sequence, not only the syllables'."""
     most, capital = INVENTED[name]
     real = " ".join(POOLS[name]).split()
     words = []
     for _ in range(rng.randint(1, most)):
-        if most > 2 and rng.random() < 0.5:
+        r = rng.random()
+        if most > 2 and r < 0.4:
             words.append(rng.choice(real).lower())
+        elif r < 0.6:
+            words.append(rng.choice(training_words()))
+        elif r < 0.8:
+            w = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9)))
+            words.append(w.capitalize() if capital else w)
         else:
             w = "".join(rng.choice(SYLLABLES) for _ in range(rng.randint(1, 3)))
             words.append(w.capitalize() if capital else w)
     return " ".join(words)
+
+
+_training_words = []
+
+
+def training_words():
+    """Every word of every pool's training values (never a held-out value's)."""
+    if not _training_words:
+        words = {w for n in POOLS for v in pool(n, "train") if isinstance(v, str) for w in v.split()}
+        _training_words.extend(sorted(words))
+    return _training_words
 
 
 class Ctx:
@@ -2622,10 +2642,33 @@ def stats(examples):
     return kinds, tools
 
 
+def argument_values(x):
+    """The string and number values inside a call's arguments or a tool result."""
+    if isinstance(x, dict):
+        for v in x.values():
+            yield from argument_values(v)
+    elif isinstance(x, list):
+        for v in x:
+            yield from argument_values(v)
+    elif isinstance(x, (int, float, str)) and not isinstance(x, bool):
+        yield str(x)
+
+
+def split_at_values(line, values):
+    """The line with every value cut out, so BPE never learns a piece that
+    joins a value to the JSON or quote around it: then a value is encoded in a
+    call as it is in the query, and copying it is copying tokens."""
+    parts = [line]
+    for v in sorted(set(values), key=len, reverse=True):
+        parts = [p for part in parts for p in part.split(v)]
+    return [p for p in parts if p.strip()]
+
+
 def write_corpus(path):
     tools = load_tools()
     train, _ = generate(1, 60000, 0)
-    lines = [json.dumps(t, separators=(",", ":"), ensure_ascii=False) for t in tools]
+    compact = lambda x: json.dumps(x, separators=(",", ":"), ensure_ascii=False)
+    lines = [compact(t) for t in tools]
     for ex in train:
         if ex["system"]:
             lines.append(ex["system"])
@@ -2633,9 +2676,10 @@ def write_corpus(path):
             if "query" in turn:
                 lines.append(turn["query"])
             if "result" in turn:
-                lines.append(json.dumps(turn["result"], separators=(",", ":"), ensure_ascii=False))
-            lines.append(turn["reasoning"])
-            lines.append(json.dumps(turn["calls"], separators=(",", ":"), ensure_ascii=False))
+                values = list(argument_values(turn["result"]))
+                lines += values + split_at_values(compact(turn["result"]), values)
+            values = [v for call in turn["calls"] for v in argument_values(call["arguments"])]
+            lines += split_at_values(turn["reasoning"], values) + split_at_values(compact(turn["calls"]), values)
     with open(path, "w", encoding="utf-8") as f:
         for ln in lines:
             if "\n" in ln or "\r" in ln:

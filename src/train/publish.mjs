@@ -95,12 +95,12 @@ function provenance() {
       training: 'CQ fake quantisation (straight-through) at this bit map and A8 activations for the last 30% of steps',
     },
     seed: 1,
-    data: { generator: 'src/train/generate.py --seed 1 --train 90000 --heldout 600, half of the free-text values of '
-      + 'training commands invented (--synthetic 0.5)', heldout: counts(examples) },
+    data: { generator: 'src/train/generate.py --seed 1 --train 90000 --heldout 600, 60% of the free-text values of '
+      + 'training commands invented (--synthetic 0.6)', heldout: counts(examples) },
     training: {
       phases: phases(train),
       note: `one phase: ${base.steps} steps of 8192 tokens on a cosine schedule (lr 3e-3, warmup 100), the last 30% `
-        + 'with CQ and A8 fake quantisation; then the heads on the frozen base: 400 contrastive steps, and 600 confidence '
+        + 'with CQ and A8 fake quantisation; then the heads on the frozen base: 1200 contrastive steps, and 600 confidence '
         + 'steps on 2048 calls, 1024 of them the base model\'s own calls on fresh commands (train.log has each step)',
     },
   };

@@ -32,6 +32,9 @@ import cact  # noqa: E402
 
 MARKERS = ["<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tools>", "</tools>",
            "<tool_call>", "</tool_call>", "<tool_result>", "</tool_result>"]
+# The word boundary U+2581 as a piece of its own (id 14): a word is then the
+# same pieces after a space in the query as after a quote in a call.
+WORD_SPACE = "\u2581"
 PAD, EOS, BOS = 0, 1, 2
 
 GEOMETRY = dict(
@@ -76,7 +79,7 @@ def train_tokenizer(out, vocab):
                     f"--vocab_size={vocab}", "--byte_fallback=true", "--normalization_rule_name=identity",
                     "--remove_extra_whitespaces=false", "--add_dummy_prefix=true",
                     "--pad_id=0", "--eos_id=1", "--bos_id=2", "--unk_id=3",
-                    "--user_defined_symbols=" + ",".join(MARKERS), "--character_coverage=1.0",
+                    "--user_defined_symbols=" + ",".join(MARKERS + [WORD_SPACE]), "--character_coverage=1.0",
                     "--input_sentence_size=0", "--shuffle_input_sentence=false", "--num_threads=1",
                     "--random_seed=1234", "--minloglevel=1",
                     # Pieces across JSON punctuation and words ('":{"type":"'):
@@ -307,7 +310,7 @@ def main():
     ap.add_argument("--resume", default="", help="start the base from this checkpoint")
     ap.add_argument("--batch-seed", type=int, default=None, help="seed of the batch order (default --seed)")
     ap.add_argument("--synthetic", type=float, default=0.0, help="share of invented free-text values (generate.py)")
-    ap.add_argument("--contrastive-steps", type=int, default=400)
+    ap.add_argument("--contrastive-steps", type=int, default=1200)
     ap.add_argument("--confidence-steps", type=int, default=600)
     ap.add_argument("--confidence-examples", type=int, default=2048, help="pairs the confidence head learns from")
     ap.add_argument("--own-calls", type=int, default=1024, help="fresh commands whose own calls the confidence head sees")

@@ -11,8 +11,8 @@
 //   confidence AUROC between right and wrong calls.
 //   FLOORS are the measured figures less a margin for the noise of a few
 //   commands; the product's goals (95% exact calls, 99% the same calls in
-//   fast and exact mode, 98% retrieval, a confidence AUROC of 0.8) are not
-//   met by this model yet (README, "The demo model").
+//   fast and exact mode, 98% retrieval) are not met by this model yet; its
+//   confidence AUROC (0.806) meets the goal of 0.8 (README, "The demo model").
 // Needs dist/ (./build.sh).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -27,11 +27,9 @@ const ARCHIVE = new URL('../../dist/demo.cact', import.meta.url);
 const reference = JSON.parse(readFileSync(new URL('reference.json', DEMO_MODEL_DIR), 'utf8'));
 const torchLogits = new Float32Array(readFileSync(new URL('reference-logits.f32', DEMO_MODEL_DIR)).buffer.slice(0));
 const examples = heldout();
-// Measured (manifest.json, remeasured after fast mode ran A8): exact call 0.210 of 600; fast and
-// exact mode agree on 0.890 of the first 200 (0.888 of 600; exact mode with A8 against exact
-// mode, the most A8 allows: 0.893), no-SIMD and threaded builds on all; retrieval 0.890;
-// confidence AUROC 0.791 (greedy).
-const FLOORS = { exactCall: 0.18, sameAsExact: 0.85, sameBuilds: 0.99, retrieval: 0.86, auroc: 0.75 };
+// Measured (manifest.json): exact call 0.225 of 600; fast and exact mode agree on 0.888 of 600,
+// no-SIMD and threaded builds on all; retrieval 0.936; confidence AUROC 0.806 (greedy).
+const FLOORS = { exactCall: 0.2, sameAsExact: 0.85, sameBuilds: 0.99, retrieval: 0.9, auroc: 0.77 };
 
 /** Largest |a - b| at any position, over that position's logit range in b. */
 function worstRelative(rows, ref, V) {
