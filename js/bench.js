@@ -315,6 +315,46 @@ async function demoCommandMs(opts) {
   }
 }
 
+/** The 2-thread model beside a 1-thread one, or null and why not:
+ *  { threaded, t2Reason }. */
+async function threadedTwin(bytes, options) {
+  const threaded = await Model.fromBytes(bytes, { ...options, threads: 2 }).catch((error) => ({ error }));
+  const t2Reason = threaded.error ? `the threaded engine failed: ${threaded.error.message}`
+    : threaded.engine.threads.count < 2 ? `2 threads are not available here: ${threaded.engine.threads.reason}` : null;
+  if (!t2Reason) return { threaded, t2Reason };
+  if (!threaded.error) await threaded.free();
+  return { threaded: null, t2Reason };
+}
+
+/** Decode tok/s at every context and prefill tok/s of every prompt, t1 and
+ *  t2 alternated (t2 null, explained in nulls under `prefix`, without a
+ *  threaded model), and the t1 model's peak memory after the decode at 1000
+ *  tokens of context, which runs first so that the mark is its own. profile
+ *  collects the t1 stage times at 256 tokens of context. */
+function rateTables(model, threaded, t2Reason, opts, nulls, { prefix = '', progress = () => {}, profile = null } = {}) {
+  const rates = ({ t1, t2 }, key) => {
+    if (t2 === null) nulls[`${prefix}${key}.t2`] = t2Reason;
+    return { t1: round(t1), t2: t2 === null ? null : round(t2) };
+  };
+  const decode = {};
+  for (const ctx of [1000, ...CONTEXTS.filter((c) => c !== 1000)]) {
+    progress(`decode at ${ctx} tokens of context`);
+    decode[ctx] = rates(alternate(model, threaded, 1,
+      (m) => decodeAt(m, ctx, opts, ctx === 256 && m === model ? profile : null)), `decode_tps.ctx${ctx}`);
+    if (ctx === 1000) decode.peakBytes = model.peakMemoryBytes;
+  }
+  const prefill = {};
+  for (const n of PROMPTS) {
+    progress(`prefill of ${n} tokens`);
+    prefill[`p${n}`] = rates(alternate(model, threaded, opts.prefillRuns,
+      (m) => prefillTps(m, n, { ...opts, prefillRuns: 1 })), `prefill_tps.p${n}`);
+  }
+  return {
+    decode_tps: Object.fromEntries(CONTEXTS.map((ctx) => [`ctx${ctx}`, decode[ctx]])),
+    prefill_tps: prefill, peakBytes: decode.peakBytes,
+  };
+}
+
 /** Decode and prefill tok/s (1 and 2 threads, alternated as for Needle 2)
  *  and the peak memory of a 1000-token conversation for Needle 3 (see the
  *  file comment). Null figures are explained in nulls. */
@@ -324,29 +364,14 @@ async function needle3Figures(opts, quick, nulls) {
     ? writeCact3({ geometry: { ...TINY3_GEOMETRY, maximumSequence: 2048 }, seed: 1, bits: 2, group: 32, tokenizer })
     : writeCact3({ seed: 1, tokenizer, heads: RELEASED3_HEADS });
   const model = await Model.fromBytes(bytes, { wasm: 'needle3', threads: 1 });
-  let threaded = await Model.fromBytes(bytes, { wasm: 'needle3', threads: 2 });
-  const t2Reason = threaded.engine.threads.count < 2 ? `2 threads are not available here: ${threaded.engine.threads.reason}` : null;
-  if (t2Reason) {
-    await threaded.free();
-    threaded = null;
-  }
+  const { threaded, t2Reason } = await threadedTwin(bytes, { wasm: 'needle3' });
   try {
     warmUp(model);
     if (threaded) warmUp(threaded);
-    const decode = { ctx1000: alternate(model, threaded, 1, (m) => decodeAt(m, 1000, opts)) }; // first: its own high-water mark
-    const peak = model.peakMemoryBytes;
-    for (const ctx of CONTEXTS.filter((c) => c !== 1000)) decode[`ctx${ctx}`] = alternate(model, threaded, 1, (m) => decodeAt(m, ctx, opts));
-    const prefill = Object.fromEntries(PROMPTS.map((n) => [`p${n}`,
-      alternate(model, threaded, opts.prefillRuns, (m) => prefillTps(m, n, { ...opts, prefillRuns: 1 }))]));
-    const rates = (table, key) => {
-      const { t1, t2 } = table[key];
-      if (t2 === null) nulls[`needle3.${table === decode ? 'decode_tps' : 'prefill_tps'}.${key}.t2`] = t2Reason;
-      return { t1: round(t1), t2: t2 === null ? null : round(t2) };
-    };
+    const { decode_tps, prefill_tps, peakBytes } = rateTables(model, threaded, t2Reason, opts, nulls, { prefix: 'needle3.' });
     return {
-      decode_tps: Object.fromEntries(CONTEXTS.map((ctx) => [`ctx${ctx}`, rates(decode, `ctx${ctx}`)])),
-      prefill_tps: Object.fromEntries(PROMPTS.map((n) => [`p${n}`, rates(prefill, `p${n}`)])),
-      peak_memory_mb: round(peak / 2 ** 20, 1), beyond_archive_mb: round((peak - bytes.length) / 2 ** 20, 1),
+      decode_tps, prefill_tps,
+      peak_memory_mb: round(peakBytes / 2 ** 20, 1), beyond_archive_mb: round((peakBytes - bytes.length) / 2 ** 20, 1),
       archive_mb: round(bytes.length / 2 ** 20, 1),
     };
   } finally {
@@ -365,47 +390,21 @@ export async function runBench({ file, quick = false, progress = () => {} } = {}
   const variant = defaultVariant();
   const features = detectFeatures();
   const model = await Model.fromBytes(bytes, { wasm: variant, threads: 1 });
-  let threaded = await Model.fromBytes(bytes, { threads: 2 }).catch((error) => ({ error }));
-  const t2Reason = threaded.error ? `the threaded engine failed: ${threaded.error.message}`
-    : threaded.engine.threads.count < 2 ? `2 threads are not available here: ${threaded.engine.threads.reason}` : null;
+  let { threaded, t2Reason } = await threadedTwin(bytes, {});
   const threadsInfo = {
     t1: { variant: model.engine.variant ?? variant, count: model.engine.threads.count },
     t2: t2Reason ? { count: null, reason: t2Reason }
       : { variant: threaded.engine.variant, count: threaded.engine.threads.count },
   };
-  if (t2Reason) {
-    if (!threaded.error) await threaded.free();
-    threaded = null;
-  }
   const nulls = {};
   try {
     progress('warm-up');
     warmUp(model);
     if (threaded) warmUp(threaded);
-    // First, in a fresh engine, so the high-water mark is the conversation's own.
-    progress('decode at 1000 tokens of context');
-    const decode = {};
-    decode.ctx1000 = alternate(model, threaded, 1, (m) => decodeAt(m, 1000, opts));
-    const peakMemoryMb = model.peakMemoryBytes / 2 ** 20;
     const profile = [];
-    for (const ctx of CONTEXTS.filter((c) => c !== 1000)) {
-      progress(`decode at ${ctx} tokens of context`);
-      decode[`ctx${ctx}`] = alternate(model, threaded, 1,
-        (m) => decodeAt(m, ctx, opts, ctx === 256 && m === model ? profile : null));
-    }
-    const decodeTps = {};
-    for (const ctx of CONTEXTS) {
-      const { t1, t2 } = decode[`ctx${ctx}`];
-      decodeTps[`ctx${ctx}`] = { t1: round(t1), t2: t2 === null ? null : round(t2) };
-      if (t2 === null) nulls[`decode_tps.ctx${ctx}.t2`] = t2Reason;
-    }
-    const prefill = {};
-    for (const n of PROMPTS) {
-      progress(`prefill of ${n} tokens`);
-      const { t1, t2 } = alternate(model, threaded, opts.prefillRuns, (m) => prefillTps(m, n, { ...opts, prefillRuns: 1 }));
-      prefill[`p${n}`] = { t1: round(t1), t2: t2 === null ? null : round(t2) };
-      if (t2 === null) nulls[`prefill_tps.p${n}.t2`] = t2Reason;
-    }
+    const { decode_tps: decodeTps, prefill_tps: prefill, peakBytes } = rateTables(model, threaded, t2Reason, opts, nulls,
+      { progress, profile });
+    const peakMemoryMb = peakBytes / 2 ** 20;
     const stageMs = STAGES.map((_, i) => profile.reduce((sum, run) => sum + run[i], 0));
     const total = stageMs.reduce((a, b) => a + b, 0);
     const stageShare = Object.fromEntries(STAGES.map((name, i) => [name, round(stageMs[i] / total, 4)]));

@@ -144,7 +144,7 @@ static uint64_t head_cq_elements(const needle_model *m, uint32_t h) {
 }
 
 /* A head matrix as dense rows: its FP16/FP32 values, or its CQ rows
- * dequantised into *rows (which advances). The heads run in float
+ * dequantised at *cursor (which advances). The heads run in float
  * (needle3-model.md section 5), once per call scored. */
 static int head_matrix(needle_model *m, float *const *f32, uint32_t index, uint32_t rows, uint32_t cols,
                        float **cursor, const float **out, needle_error *err) {
@@ -178,9 +178,9 @@ int nd_model_heads3(needle_model *m, float *const *f32, needle_error *err) {
     for (uint32_t h = 0; h < a->head_count; h++) {
         nd_head *hd = &m->heads[h];
         uint32_t k = a->head_probes[h], q = a->head_queries[h];
-        *hd = (nd_head){.kind = a->head_kinds[h], .probes = cells * k, .per_cell = k, .queries = q};
-        hd->out = hd->kind == ND_HEAD_CONTRASTIVE ? 128 : hd->kind == ND_HEAD_CONFIDENCE ? 1 : 3;
 #define T(which) nd_head_tensor(g, h, which)
+        *hd = (nd_head){.kind = a->head_kinds[h], .probes = cells * k, .per_cell = k, .queries = q,
+                        .out = a->records[T(ND_H3_PROJ)].shape[0]}; /* its kind's width, checked at parse */
         int rc = head_matrix(m, f32, T(ND_H3_PROBES), hd->probes, d, &cursor, &hd->probe, err);
         if (!rc) rc = nd_model_dense(a, f32, T(ND_H3_GAIN), hd->probes, &hd->gain, err);
         if (!rc) rc = head_matrix(m, f32, T(ND_H3_QUERY), q, d, &cursor, &hd->query, err);
