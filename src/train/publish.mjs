@@ -88,6 +88,8 @@ function provenance() {
     command: 'bash build.sh train',
     archive: { file: 'needle-demo.cact', bytes: statSync(archive).size },
     geometry: weights.geometry,
+    tokenizer: 'SentencePiece BPE of 4096 pieces (spm_train on the generated text): the chat markers at 4..13, the word '
+      + 'boundary \u2581 as a piece of its own at 14, argument values cut out of the corpus lines',
     quantisation: {
       group: weights.group,
       bits: Object.fromEntries(bitsUsed.map((b) => [b, cq.filter((n) => bitOf[n] === b)

@@ -55,8 +55,23 @@ async function withModel(options, fn) {
   }
 }
 
-test('the demo archive is the committed trained model', () => {
-  assert.deepEqual(readFileSync(ARCHIVE), readFileSync(new URL('needle-demo.cact', DEMO_MODEL_DIR)));
+test('the demo archive is the committed trained model, as its manifest describes it', async () => {
+  const bytes = readFileSync(ARCHIVE);
+  assert.deepEqual(bytes, readFileSync(new URL('needle-demo.cact', DEMO_MODEL_DIR)));
+  const manifest = JSON.parse(readFileSync(new URL('manifest.json', DEMO_MODEL_DIR), 'utf8'));
+  assert.equal(manifest.archive.bytes, bytes.length);
+  await withModel({ threads: 1 }, (model) => {
+    const { geometry, tensors } = model.inspect();
+    for (const [field, value] of Object.entries(manifest.geometry)) assert.deepEqual(geometry[field], value, field);
+    // The manifest names tensors as the writer does ("layerNN.q_proj", "engram0.tables").
+    const bitOf = Object.fromEntries(Object.entries(manifest.quantisation.bits).flatMap(([bits, names]) =>
+      names.map((n) => [n, Number(bits)])));
+    for (const t of tensors.filter((x) => x.dtype === 'CQ')) {
+      const name = t.name.replace(/^layer \d+ /, 'layerNN.').replace(/^engram site (\d+) /, 'engram$1.').replace(/^mhc /, 'mhc.');
+      assert.equal(t.bits, bitOf[name], `${t.name}: ${t.bits} bits, the manifest says ${bitOf[name]}`);
+    }
+    assert.equal(model.pieceId('\u2581'), 14, 'the word boundary piece the manifest names');
+  });
 });
 
 test('PyTorch, the float64 reference and the engine agree on the trained archive (1e-3 of the range)', async () => {
