@@ -13,7 +13,8 @@ import { NeedleError, STATUS } from './errors.js';
 /** Engine builds, best first. `needs`: features (probed below) the host must
  *  have. relaxed is the SIMD128 build with i8x16.relaxed_swizzle (build.sh),
  *  bit-identical results, faster CQ table lookups; `shipped: false` would
- *  keep a variant out of the automatic choice (loadable only by name). */
+ *  keep a variant out of the automatic choice (loadable only by name);
+ *  `threadedAs`: the threaded build that runs its archives on several threads. */
 export const VARIANTS = Object.freeze({
   relaxed: Object.freeze({ file: 'needle-relaxed.wasm', needs: ['simd', 'relaxedSimd'], shipped: true }),
   simd: Object.freeze({ file: 'needle.wasm', needs: ['simd'], shipped: true }),
@@ -25,15 +26,16 @@ export const VARIANTS = Object.freeze({
   // SIMD128 that also runs Needle 3 archives (the others refuse them to stay
   // within their size budget): the loaders pick it by an archive's tag
   // (model.js variantForArchive), never by fittingVariants.
-  needle3: Object.freeze({ file: 'needle3.wasm', needs: ['simd'], shipped: true, needle3: true }),
+  needle3: Object.freeze({ file: 'needle3.wasm', needs: ['simd'], shipped: true, needle3: true,
+    threadedAs: 'needle3-threads' }),
   // The threaded build of needle3, chosen for a Needle 3 archive as threads is for the others.
   'needle3-threads': Object.freeze({ file: 'needle3-threads.wasm', needs: ['simd'], shipped: true, threaded: true,
     needle3: true }),
 });
 
-/** The threaded build of a variant's generation: needle3-threads for
- *  needle3, threads for every other (threadPlan decides whether it runs). */
-export const threadedVariant = (variant) => (VARIANTS[variant]?.needle3 ? 'needle3-threads' : 'threads');
+/** The threaded build to run for a variant (threadPlan decides whether
+ *  it runs): itself when threaded, its `threadedAs`, else threads. */
+export const threadedVariant = (variant) => (VARIANTS[variant]?.threaded ? variant : VARIANTS[variant]?.threadedAs ?? 'threads');
 
 // A module with one function (param v128 v128) (result v128) computing
 // `op` of its two parameters: it validates only where `op` (and v128) do.
@@ -280,7 +282,7 @@ export function threadPlan(requested = 'auto', facts) {
   }
   const one = (reason) => ({ count: 1, reason });
   if (requested === 1) return one('one thread was requested');
-  if (facts.variant && !['threads', 'needle3', 'needle3-threads'].includes(facts.variant)) {
+  if (facts.variant && !VARIANTS[facts.variant]?.threaded && !VARIANTS[facts.variant]?.threadedAs) {
     return one(`the "${facts.variant}" engine variant runs one thread (threads need the "threads" variant)`);
   }
   if (!facts.sharedArrayBuffer) {
