@@ -17,6 +17,7 @@
 import { readFile, stat } from 'node:fs/promises';
 import os from 'node:os';
 import { Model } from './model.js';
+import { Needle } from './agent.js';
 import { makeTestTokenizerBlob, syntheticPieces, CHAT_MARKERS3 } from './cact-writer.js';
 import { writeCact3 } from './cact3-writer.js';
 import { RELEASED3_HEADS, TINY3_GEOMETRY } from './cact3-format.js';
@@ -35,8 +36,18 @@ export const STAGES = ['embedding', 'mhc', 'engram', 'attn_proj', 'attention', '
 const F32_BITS = 32;
 const GEMV_GROUP = 128; // the released archive's weight group
 
-const FULL = { decodeSteps: 16, decodeRuns: 3, prefillRuns: 3, gemvMs: 40, gemvRuns: 3, masks: 300, commands: 200 };
-const QUICK = { decodeSteps: 2, decodeRuns: 1, prefillRuns: 1, gemvMs: 1, gemvRuns: 1, masks: 20, commands: 3 };
+const FULL = { decodeSteps: 16, decodeRuns: 3, prefillRuns: 3, gemvMs: 40, gemvRuns: 3, masks: 300, commands: 200, queries: 15 };
+const QUICK = { decodeSteps: 2, decodeRuns: 1, prefillRuns: 1, gemvMs: 1, gemvRuns: 1, masks: 20, commands: 3, queries: 2 };
+// A command on the bench's archive: a query of about 40 tokens, a budget whose
+// quarter (the agent's reasoning share) is 24 tokens, and one required call of
+// a tool whose arguments are an enum and a boolean, so that random weights
+// write a call of bounded length.
+const COMMAND = {
+  queryTokens: 40, maxNewTokens: 96,
+  tools: [{ name: 'set_light', description: 'Turn the lights of a room on or off', parameters: { type: 'object',
+    properties: { room: { type: 'string', enum: ['kitchen', 'hall', 'bedroom'] }, on: { type: 'boolean' } },
+    required: ['room', 'on'], additionalProperties: false } }],
+};
 
 const TOOLS = JSON.stringify([
   { name: 'set_light', description: 'Turn a light on or off', parameters: { type: 'object',
@@ -295,6 +306,34 @@ function alternate(t1, t2, rounds, fn) {
   return { t1: median(rates.t1), t2: t2 ? median(rates.t2) : null };
 }
 
+/** Time per command on the bench's archive, 1 thread: complete() to the
+ *  envelope of queries of COMMAND.queryTokens random pieces on an agent whose
+ *  tools block is prefilled (reset() rewinds to it), greedy. With random
+ *  weights the reasoning runs to its budget, so the token counts of each part
+ *  come with the times. */
+async function commandMs(model, opts) {
+  const agent = await Needle.create({ model, tools: COMMAND.tools, temperature: 0, requireCall: true });
+  const runs = [];
+  try {
+    for (let i = 0; i < opts.queries; i++) {
+      const query = model.detokenize(tokenIds(COMMAND.queryTokens, model.vocabulary, 1000 + i));
+      const counts = { reasoning: 0, call: 0 };
+      agent.reset();
+      const t0 = performance.now();
+      const envelope = await agent.complete(query, {
+        maxNewTokens: COMMAND.maxNewTokens, onToken: ({ kind }) => { if (kind in counts) counts[kind]++; } });
+      const ms = performance.now() - t0;
+      if (!envelope.success) return { reason: `complete() failed: ${envelope.error}` };
+      runs.push({ ms, query: model.tokenize(query).length, ...counts });
+    }
+  } finally {
+    agent.free();
+  }
+  const of = (key) => runs.map((r) => r[key]);
+  return { median: median(of('ms')), p90: quantile(of('ms'), 0.9), count: runs.length,
+    tokens: { query: median(of('query')), reasoning: median(of('reasoning')), call: median(of('call')) } };
+}
+
 /** Time per command on the trained demo model: complete() of held-out
  *  commands (src/train/demo-model/), each on a fresh agent whose tools block
  *  was prefilled at create. Only in a source checkout, where they are. */
@@ -420,9 +459,12 @@ export async function runBench({ file, quick = false, progress = () => {} } = {}
     progress('constrained decode');
     const constrained = constrainedDecode(model, opts);
     if (constrained.reason) nulls.constrained_decode_tps = constrained.reason;
+    progress('commands');
+    const command = await commandMs(model, opts);
+    if (command.reason) nulls.command_ms = command.reason;
     progress('commands on the demo model');
-    const command = await demoCommandMs(opts);
-    if (command.reason) nulls.demo_command_ms = command.reason;
+    const demoCommand = await demoCommandMs(opts);
+    if (demoCommand.reason) nulls.demo_command_ms = demoCommand.reason;
     progress('Needle 3');
     const needle3 = await needle3Figures(opts, quick, nulls);
     progress('other engine variants');
@@ -445,7 +487,9 @@ export async function runBench({ file, quick = false, progress = () => {} } = {}
         : { median: round(catalogueMask.median, 1), p99: round(catalogueMask.p99, 1) },
       constrained_decode_tps: constrained.reason ? null
         : { constrained: round(constrained.constrained), unconstrained: round(constrained.unconstrained) },
-      demo_command_ms: command.reason ? null : { median: round(command.median, 1), p90: round(command.p90, 1) },
+      command_ms: command.reason ? null : { median: round(command.median, 1), p90: round(command.p90, 1) },
+      command_tokens: command.reason ? null : command.tokens,
+      demo_command_ms: demoCommand.reason ? null : { median: round(demoCommand.median, 1), p90: round(demoCommand.p90, 1) },
       wasm_bytes: await wasmSizes(),
       decode_tps_ctx64_by_variant: variants,
       needle3,
@@ -460,7 +504,8 @@ export async function runBench({ file, quick = false, progress = () => {} } = {}
           peak_memory: 'wasm memory high-water mark after a 1000-token prompt and decode steps',
           needle3: `${quick ? 'the tiny Needle 3' : 'the released Needle 3 geometry with random weights'}, needle3 and needle3-threads modules, as decode, prefill and peak_memory`,
           mask: `${mask.count ?? 0} masks over random logits on a new grammar of two tools, and of the demo's 18 (mask_us_demo_catalogue)`,
-          demo_command: `complete() to envelope on dist/demo.cact, greedy, 1 thread, tools block prefilled at create, ${command.count ?? 0} held-out commands`,
+          command: `complete() to envelope on this archive, greedy, 1 thread, ${command.count ?? 0} queries of ${COMMAND.queryTokens} random pieces, maxNewTokens ${COMMAND.maxNewTokens}, one required call of a tool with an enum and a boolean, tools block prefilled (command_tokens: median tokens per part)`,
+          demo_command: `complete() to envelope on dist/demo.cact, greedy, 1 thread, tools block prefilled at create, ${demoCommand.count ?? 0} held-out commands`,
         },
         duration_s: round((performance.now() - started) / 1000, 1),
       },
@@ -498,6 +543,8 @@ export function formatBench(r) {
     `grammar mask: median ${num(r.mask_us_median, 0)} us, p99 ${num(r.mask_us_p99, 0)} us; `
       + `18-tool catalogue: median ${num(r.mask_us_demo_catalogue?.median, 0)} us, p99 ${num(r.mask_us_demo_catalogue?.p99, 0)} us`,
     `greedy decode tok/s at context 64: constrained ${num(r.constrained_decode_tps?.constrained, 1)}, unconstrained ${num(r.constrained_decode_tps?.unconstrained, 1)}`,
+    `command (complete() to envelope; tokens of query / reasoning / call: ${r.command_tokens ? Object.values(r.command_tokens).join(' / ') : 'n/a'}): `
+      + `median ${num(r.command_ms?.median, 0)} ms, p90 ${num(r.command_ms?.p90, 0)} ms`,
     `command on the demo model (complete() to envelope): median ${num(r.demo_command_ms?.median, 0)} ms, p90 ${num(r.demo_command_ms?.p90, 0)} ms`,
     `wasm modules: ${Object.entries(r.wasm_bytes).map(([f, b]) => `${f} ${b} bytes`).join(', ')}`,
     `decode tok/s at context 64 by engine variant: ${Object.entries(r.decode_tps_ctx64_by_variant)
