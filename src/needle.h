@@ -338,7 +338,8 @@ NEEDLE_API double needle_bench_gemv(uint32_t bits, uint32_t rows, uint32_t cols,
 NEEDLE_API uint32_t needle_threads_supported(void);
 /* Announces `workers` workers (0: one thread) before they are started; work is
  * split only once all of them have joined. spin_us: how long an idle worker
- * polls for the next job before it sleeps (0: the default, 200). */
+ * polls for the next job before it sleeps (0: the default, 200; see
+ * needle_threads_busy_marks for busy machines). */
 NEEDLE_API void needle_threads_start(uint32_t workers, uint32_t spin_us);
 /* Worker entry (called in a worker, with its own stack): joins the pool and
  * runs its share of every job until needle_threads_stop. Never call it on the
@@ -348,6 +349,10 @@ NEEDLE_API void needle_thread_work(void);
 NEEDLE_API uint32_t needle_threads_joined(void);
 /* Pieces of work the workers (not the engine's thread) have run so far. */
 NEEDLE_API uint32_t needle_threads_worker_chunks(void);
+/* Times a worker found itself descheduled while it polled (a machine with
+ * more runnable threads than cores); each makes it poll 5 us, not spin_us,
+ * for the next 100 ms. */
+NEEDLE_API uint32_t needle_threads_busy_marks(void);
 /* Tells the workers to leave and waits up to wait_ms for them; returns 0, or
  * -1 when some are still inside (terminate them). */
 NEEDLE_API int needle_threads_stop(uint32_t wait_ms);

@@ -2,7 +2,8 @@
 // on 2 threads the logits of a prefill and of decode steps, exact and fast,
 // and the tokens sampled from a seed are bit-identical to one thread's (the
 // threaded build on one thread and the plain SIMD128 build), and the same
-// for Needle 3 (dist/needle3-threads.wasm against dist/needle3.wasm); the thread
+// for Needle 3 (dist/needle3-threads.wasm against dist/needle3.wasm), and on a
+// machine whose cores all run other threads (the workers' busy marks); the thread
 // decision gives the right count and reason for each kind of host; freeing
 // the engine lets its workers go.
 import { test } from 'node:test';
@@ -58,6 +59,22 @@ async function outputs(model) {
   return out;
 }
 
+/** Decodes on the model's engine until its worker has run some of the work
+ *  since `before` chunks, for at most `ms`: on a loaded test machine a worker
+ *  may sleep through a short run. */
+function workerRuns(model, before, ms = 3000) {
+  const start = performance.now();
+  while (model.engine.x.needle_threads_worker_chunks() <= before && performance.now() - start < ms) {
+    const session = model.session();
+    try {
+      for (const id of PROMPT) session.feed([id % model.vocabulary]);
+    } finally {
+      session.free();
+    }
+  }
+  return model.engine.x.needle_threads_worker_chunks() > before;
+}
+
 function assertBitIdentical(a, b, label) {
   assert.deepEqual(a.tokens, b.tokens, `${label}: sampled tokens`);
   for (const mode of ['exact', 'fast']) {
@@ -86,7 +103,7 @@ for (const [name, bytes] of Object.entries(ARCHIVES)) {
       assert.ok(reference.tokens.length > 0 && reference.exact[0].some((v) => v !== 0));
       const before = two.engine.x.needle_threads_worker_chunks();
       assertBitIdentical(await outputs(two), reference, `${name} 2 threads vs simd`);
-      if (cores >= 2) assert.ok(two.engine.x.needle_threads_worker_chunks() > before, 'the worker ran no part of the work');
+      if (cores >= 2) assert.ok(workerRuns(two, before), 'the worker ran no part of the work');
       assertBitIdentical(await outputs(oneThreaded), reference, `${name} threaded build on 1 thread vs simd`);
     } finally {
       await Promise.all([two, oneThreaded, simd].map(free));
@@ -113,9 +130,38 @@ test('Needle 3: 2 threads give the bits of 1 thread (prefill, decode, exact, fas
       assertBitIdentical(got, reference, `Needle 3 ${label} vs needle3`);
       assert.deepEqual(got.embedding, reference.embedding, `Needle 3 ${label}: the embedding head`);
     }
-    if (cores >= 2) assert.ok(two.engine.x.needle_threads_worker_chunks() > before, 'the worker ran no part of the work');
+    if (cores >= 2) assert.ok(workerRuns(two, before), 'the worker ran no part of the work');
   } finally {
     await Promise.all([two, oneThreaded, single].map(free));
+  }
+});
+
+test('a busy machine: a worker notices it was descheduled, and the bits stay those of 1 thread', async () => {
+  const two = await load(ARCHIVES.released, undefined, 2);
+  const simd = await load(ARCHIVES.released, 'simd', 1);
+  const { Worker } = await import('node:worker_threads');
+  const spinners = [];
+  try {
+    if (cores < 2) return assert.equal(two.engine.threads.count, 1);
+    const reference = await outputs(simd);
+    // More runnable threads than cores: every core spins, and one more.
+    for (let i = 0; i <= cores; i++) spinners.push(new Worker('for (;;) {}', { eval: true }));
+    await Promise.all(spinners.map((w) => new Promise((resolve) => w.once('online', resolve))));
+    const marks = two.engine.x.needle_threads_busy_marks();
+    const start = performance.now();
+    let got;
+    do got = await outputs(two);
+    while (two.engine.x.needle_threads_busy_marks() === marks && performance.now() - start < 30000);
+    assert.ok(two.engine.x.needle_threads_busy_marks() > marks, 'no worker found itself descheduled on a busy machine');
+    assertBitIdentical(got, reference, 'released, 2 threads on a busy machine vs simd');
+  } finally {
+    await Promise.all(spinners.map((w) => w.terminate()));
+  }
+  try {
+    // The machine idle again: the worker takes its share of the work.
+    assert.ok(workerRuns(two, two.engine.x.needle_threads_worker_chunks()), 'the worker ran no part of the work after the load');
+  } finally {
+    await Promise.all([two, simd].map(free));
   }
 });
 
