@@ -83,6 +83,9 @@ function provenance() {
   const bitOf = Object.fromEntries(cq.map((n) => [n, weights.bits[n]]));
   const bitsUsed = [...new Set(Object.values(bitOf))].sort();
   const base = phases(train)[0];
+  const recipeLine = train.match(/^recipe (.*)$/m);
+  if (!recipeLine) throw new Error(`${join(from, 'train.log')} has no "recipe" line (train.py writes one at the start of a base run)`);
+  const recipe = JSON.parse(recipeLine[1]);
   return {
     model: 'needle-demo: a small Needle 2 architecture model trained by this project on the 18 tools of web/tools.json (not Needle 2)',
     command: 'bash build.sh train',
@@ -94,16 +97,18 @@ function provenance() {
       group: weights.group,
       bits: Object.fromEntries(bitsUsed.map((b) => [b, cq.filter((n) => bitOf[n] === b)
         .map((n) => n.replace(/^layer\d\d\./, 'layerNN.')).filter((n, i, all) => all.indexOf(n) === i)])),
-      training: 'CQ fake quantisation (straight-through) at this bit map and A8 activations for the last 30% of steps',
+      training: `CQ fake quantisation (straight-through) at this bit map and A8 activations for the last ${Math.round(recipe.qat_share * 100)}% of steps`,
     },
-    seed: 1,
-    data: { generator: 'src/train/generate.py --seed 1 --train 90000 --heldout 600, 60% of the free-text values of '
-      + 'training commands invented (--synthetic 0.6)', heldout: counts(examples) },
+    seed: recipe.seed,
+    data: { generator: `src/train/generate.py --seed ${recipe.seed} --train ${recipe.train} --heldout ${examples.length}, `
+      + `${Math.round(recipe.synthetic * 100)}% of the free-text values of training commands invented (--synthetic ${recipe.synthetic})`,
+      heldout: counts(examples) },
     training: {
       phases: phases(train),
-      note: `one phase: ${base.steps} steps of 8192 tokens on a cosine schedule (lr 3e-3, warmup 100), the last 30% `
-        + 'with CQ and A8 fake quantisation; then the heads on the frozen base: 1200 contrastive steps, and 600 confidence '
-        + 'steps on 2048 calls, 1024 of them the base model\'s own calls on fresh commands (train.log has each step)',
+      note: `one phase: ${base.steps} steps of ${recipe.batch_tokens} tokens on a cosine schedule (lr ${recipe.lr}, warmup `
+        + `${recipe.warmup}), the last ${Math.round(recipe.qat_share * 100)}% with CQ and A8 fake quantisation; then the heads `
+        + 'on the frozen base: 1200 contrastive steps, and 600 confidence steps on 2048 calls, 1024 of them the base '
+        + 'model\'s own calls on fresh commands (train.log has each step)',
     },
   };
 }

@@ -295,6 +295,10 @@ def reference_logits(renderer, heldout, archive, out):
                    "positions": len(ids), "vocabulary": GEOMETRY["vocabulary"]}, f)
 
 
+# The arguments of a base run that publish.mjs reports in the manifest.
+RECIPE = ["seed", "train", "synthetic", "steps", "batch_tokens", "lr", "warmup", "qat_share", "bits"]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "train"))
@@ -344,6 +348,7 @@ def main():
     if args.stage in ("all", "base"):
         encoded = [renderer.example(ex) for ex in train]
         lengths = [len(e[0]) for e in encoded]
+        log("recipe " + json.dumps({k: getattr(args, k) for k in RECIPE}))
         log(f"{len(encoded)} training sequences, {sum(lengths)} tokens, mean {np.mean(lengths):.0f}, max {max(lengths)}")
         tokens, seconds = train_base(model, encoded, args, log)
         log(f"base: {tokens} tokens in {seconds / 60:.1f} min, {tokens / seconds:.0f} tok/s")
