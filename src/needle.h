@@ -349,9 +349,9 @@ NEEDLE_API void needle_thread_work(void);
 NEEDLE_API uint32_t needle_threads_joined(void);
 /* Pieces of work the workers (not the engine's thread) have run so far. */
 NEEDLE_API uint32_t needle_threads_worker_chunks(void);
-/* Times a worker found itself descheduled while it polled (a machine with
- * more runnable threads than cores); each makes it poll 5 us, not spin_us,
- * for the next 100 ms. */
+/* Times a worker found itself descheduled twice within 50 ms while it
+ * polled (a machine with more runnable threads than cores); each makes it
+ * poll 5 us, not spin_us, for the next 100 ms. */
 NEEDLE_API uint32_t needle_threads_busy_marks(void);
 /* Tells the workers to leave and waits up to wait_ms for them; returns 0, or
  * -1 when some are still inside (terminate them). */

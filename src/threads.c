@@ -29,14 +29,15 @@
  *
  * Busy machines. With more runnable threads than cores (other tabs, other
  * processes), a spinning worker is descheduled and its spins take time
- * slices from the threads doing the work. A worker that finds itself
- * descheduled in a spin (see spin) spins only briefly for a while. Released
- * geometry, 2-core machine, interleaved against the pool without it: decode
- * at 256 context 432 against 435 tok/s idle, 229 against 223 with one other
- * thread spinning and 172 against 150 with two; prefill of 128 tokens 725
- * against 737, 390 against 330 and 306 against 287. A threshold of 0.05 ms
- * instead of 0.2 gained more under load (282 and 208 tok/s) but marked idle
- * machines busy too (404 tok/s idle); spinning 5 us always was 0.88x idle. */
+ * slices from the threads doing the work. A worker descheduled twice within
+ * AGAIN_MS in its spins (see spin; once is what an idle machine's other
+ * threads do now and then) spins only briefly for a while. Released
+ * geometry, 2-core machine, interleaved against the pool without it, two
+ * runs: decode at 256 context 436 and 442 against 446 and 464 tok/s idle,
+ * 272 and 274 against 187 and 220 with one other thread spinning, 196 and
+ * 215 against 202 and 155 with two; prefill of 128 tokens 737 and 750
+ * against 747 and 757, 423 and 400 against 358 and 339, 345 and 372 against
+ * 363 and 287. Spinning 5 us always was 0.88x idle. */
 #include "threads.h"
 #include "needle.h"
 
@@ -46,7 +47,8 @@
 
 #define SPIN_US_DEFAULT 200u
 #define SPIN_BUSY_US 5u
-#define PREEMPTED_MS 0.2
+#define PREEMPTED_MS 0.05
+#define AGAIN_MS 50.0
 #define BUSY_MS 100.0
 #define CLOSED 0xffffffffu /* chunk counter of a job being written */
 
@@ -112,9 +114,10 @@ void nd_parallel(nd_chunk_fn fn, const void *ctx, uint32_t chunks) {
 /* Spins until the ticket shows a job other than `seen` (or quit) or the
  * spin time passes; returns the ticket last read. A spin whose clock jumps
  * between two looks (PREEMPTED_MS, where 256 turns of the loop take about a
- * microsecond) was descheduled: the machine is busy, and the worker spins
- * only SPIN_BUSY_US for the next BUSY_MS (*busy_until, its own). */
-static uint64_t spin(uint32_t seen, double *busy_until) {
+ * microsecond) was descheduled (*preempted: when last). Twice within
+ * AGAIN_MS: the machine is busy, and the worker spins only SPIN_BUSY_US for
+ * the next BUSY_MS (*busy_until). Both marks are the worker's own. */
+static uint64_t spin(uint32_t seen, double *busy_until, double *preempted) {
     double start = nd_now_ms(), last = start;
     double limit = (start < *busy_until ? SPIN_BUSY_US : pool.spin_us) / 1000.0;
     for (uint32_t i = 1;; i++) {
@@ -123,8 +126,11 @@ static uint64_t spin(uint32_t seen, double *busy_until) {
         if (i % 256 == 0) {
             double now = nd_now_ms();
             if (now - last > PREEMPTED_MS) {
-                *busy_until = now + BUSY_MS, limit = SPIN_BUSY_US / 1000.0;
-                atomic_fetch_add(&pool.busy_marks, 1);
+                if (now - *preempted < AGAIN_MS) {
+                    *busy_until = now + BUSY_MS, limit = SPIN_BUSY_US / 1000.0;
+                    atomic_fetch_add(&pool.busy_marks, 1);
+                }
+                *preempted = now;
             }
             if (now - start > limit) return v;
             last = now;
@@ -134,10 +140,10 @@ static uint64_t spin(uint32_t seen, double *busy_until) {
 
 void needle_thread_work(void) {
     uint32_t seen = (uint32_t)(atomic_load(&pool.ticket) >> 32);
-    double busy_until = 0;
+    double busy_until = 0, preempted = -1e300;
     atomic_fetch_add(&pool.joined, 1);
     while (!atomic_load(&pool.quit)) {
-        uint64_t v = spin(seen, &busy_until);
+        uint64_t v = spin(seen, &busy_until, &preempted);
         if ((uint32_t)(v >> 32) == seen) { /* idle for spin_us: sleep until the ticket moves */
             atomic_store(&pool.woken, 0);
             atomic_fetch_add(&pool.sleepers, 1);
