@@ -213,9 +213,11 @@ test('demo page: load, tools errors, run, tool result, stop, reset, bad file, UR
   await shot(page, '5-tool-result');
 
   // Stop mid-generation: pressed the moment the first piece shows, the turn
-  // ends as stopped and no piece arrives after. A trained model may finish a
-  // short turn before the stop reaches its worker; then it is tried again.
+  // ends as stopped and no piece arrives after. Greedy, the trained model can
+  // finish this turn before the Stop reaches its worker; sampled at
+  // temperature 2 it writes for hundreds of pieces (tried again if not).
   await setSetting(page, 'max-tokens', 2000);
+  await setSetting(page, 'temperature', 2);
   await page.fill('#query', 'turn off the living room lights and set a timer for 20 minutes, then play some jazz');
   let stopped = false;
   for (let attempt = 1; attempt <= 3 && !stopped; attempt++) {
@@ -249,6 +251,7 @@ test('demo page: load, tools errors, run, tool result, stop, reset, bad file, UR
   // A bad file after a good model: rejected in plain words with the engine's
   // detail beside them; the previous result goes; the good model stays active.
   await setSetting(page, 'max-tokens', 256);
+  await setSetting(page, 'temperature', 0);
   await page.selectOption('#preset', 'weather');
   await runTurn(page, '#run');
   assert.notEqual(await text(page, 'reasoning') + await text(page, 'call'), '');
