@@ -407,22 +407,14 @@ async function turn(kind, input) {
   keepFocus();
   clearResult();
   setVerdict(kind === 'tool_result' ? 'Reading the tool result…' : 'Thinking…');
-  let pieces = 0;
-  const reasoning = $('reasoning');
-  const call = $('call');
+  const pieces = pieceWriter();
   try {
     const envelope = await agent.complete(input, {
       kind, signal: controller.signal, maxNewTokens: Math.max(1, Number($('max-tokens').value) || 256),
-      onToken: ({ kind: part, text }) => {
-        pieces++;
-        $('stat-pieces').textContent = String(pieces);
-        const box = part === 'reasoning' ? reasoning : part === 'call' ? call : null;
-        if (!box) return; // markers (<think>, <tool_call>) structure the output; not shown
-        box.textContent += text;
-        box.scrollTop = box.scrollHeight;
-      },
+      onToken: pieces.add,
     });
     if (loads !== state.loads) return; // a load started meanwhile and cleared the result: show nothing
+    pieces.flush();
     showEnvelope(envelope, agent);
     showRenderedTools(agent, declared);
     logTurn(kind, input, envelope);
@@ -438,11 +430,45 @@ async function turn(kind, input) {
     showError($('agent-error'), error);
     $('stat-state').dataset.last = 'failed';
   } finally {
+    if (loads === state.loads) pieces.flush();
+    else pieces.cancel(); // a load cleared the result: show nothing
     state.running = null;
     setBusy();
     keepFocus();
     document.body.dataset.turnsEnded = String(Number(document.body.dataset.turnsEnded || 0) + 1); // for tests
   }
+}
+
+/** Streams a turn's pieces into the page: the first of each box at once,
+ *  then what came since every 100 ms. Written piece by piece, each laid the
+ *  page out again on the cores the engine runs on. Interleaved runs of
+ *  tests/browser/page-decode-bench.mjs (released geometry, two threads): the
+ *  engine decoded 0.68-0.73x as fast in the page as in Node with a write per
+ *  piece, 0.76-0.79x with one per frame, 0.86-0.92x with one per 100 ms. */
+function pieceWriter() {
+  const boxes = { reasoning: $('reasoning'), call: $('call') };
+  const pending = { reasoning: '', call: '' };
+  let count = 0;
+  let timer = 0;
+  const cancel = () => { clearTimeout(timer); timer = 0; };
+  const flush = () => {
+    cancel();
+    $('stat-pieces').textContent = String(count);
+    for (const part of ['reasoning', 'call']) {
+      if (!pending[part]) continue;
+      boxes[part].textContent += pending[part];
+      boxes[part].scrollTop = boxes[part].scrollHeight;
+      pending[part] = '';
+    }
+  };
+  const add = ({ kind: part, text }) => {
+    count++;
+    if (!(part in pending)) return; // markers (<think>, <tool_call>) structure the output; not shown
+    pending[part] += text;
+    if (!boxes[part].textContent) flush();
+    else timer ||= setTimeout(flush, 100);
+  };
+  return { add, flush, cancel };
 }
 
 function runQuery() {
