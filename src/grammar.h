@@ -29,8 +29,9 @@ const char *nd_grammar_text(const needle_grammar *g, size_t *len);
  * without accepting it; SIZE_MAX when token is not allowed here. */
 size_t nd_grammar_completion_after(needle_grammar *g, int32_t token);
 
-/* needle_grammar_mask without the remembered masks: the trie walk every
- * time (tests compare the two). */
+/* needle_grammar_mask without the remembered masks and without the fast
+ * path inside free strings: the whole trie walk every time (tests compare
+ * the two). */
 uint32_t nd_grammar_mask_walked(needle_grammar *g, float *logits);
 /* Masks served from memory and masks walked since g was made. */
 void nd_grammar_mask_counts(const needle_grammar *g, uint64_t *remembered, uint64_t *walked);

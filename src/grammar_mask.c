@@ -141,13 +141,14 @@ static void dfs(needle_grammar *g, int32_t node, int depth) {
     }
 }
 
-/* Fast path: one head inside a free string (no pattern, no near maxLength)
- * allows every plain piece; only the few special ones are walked. */
+/* Fast path: one head inside a free string (in a pattern's state that
+ * accepts anything after it, not near maxLength) allows every plain piece;
+ * only the few special ones are walked. */
 static int mask_fast(needle_grammar *g) {
     if (g->cur.n != 1 || g->cur.h[0] < 0) return 0;
     const frame *f = &g->fr[g->cur.h[0]];
     const gnode *n = &g->gr.v[f->node];
-    if (n->kind != K_STR || f->ph != S_BODY || n->dfa->nstates != 1 || n->dfa->nclasses != 1 ||
+    if (n->kind != K_STR || f->ph != S_BODY || !n->dfa->any[f->a] ||
         (n->maxlen != UINT32_MAX && (uint64_t)f->b + ND_MAX_PIECE > n->maxlen))
         return 0;
     const needle_vocab *v = g->vocab;
@@ -162,8 +163,9 @@ static int mask_fast(needle_grammar *g) {
     return 1;
 }
 
-/* g->allowed for g->cur: remembered when the state was met before. */
-static void allowed_tokens(needle_grammar *g, int remember) {
+/* g->allowed for g->cur: remembered when the state was met before; with
+ * fast 0, always the whole trie walk (the specification the others meet). */
+static void allowed_tokens(needle_grammar *g, int remember, int fast) {
     const needle_vocab *v = g->vocab;
     memset(g->allowed, 0, ((v->size + 63) / 64) * sizeof *g->allowed);
     if (g->done) return; /* nothing may follow the end token */
@@ -173,7 +175,7 @@ static void allowed_tokens(needle_grammar *g, int remember) {
         return;
     }
     if (remember && nd_mask_cache_get(g)) return;
-    if (!mask_fast(g)) {
+    if (!fast || !mask_fast(g)) {
         g->hs[0] = g->cur;
         dfs(g, 0, 0);
     }
@@ -200,12 +202,12 @@ static uint32_t apply_mask(const needle_grammar *g, float *logits) {
 
 uint32_t needle_grammar_mask(needle_grammar *g, float *logits) {
     if (!g || !logits) return 0;
-    allowed_tokens(g, 1);
+    allowed_tokens(g, 1, 1);
     return apply_mask(g, logits);
 }
 
 uint32_t nd_grammar_mask_walked(needle_grammar *g, float *logits) {
-    allowed_tokens(g, 0);
+    allowed_tokens(g, 0, 0);
     return apply_mask(g, logits);
 }
 

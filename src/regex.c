@@ -357,7 +357,7 @@ static frag parse_alt(nfa *a, int depth) {
 
 void nd_dfa_free(nd_dfa *d) {
     if (!d) return;
-    free(d->bounds), free(d->next), free(d->accept), free(d->reach);
+    free(d->bounds), free(d->next), free(d->accept), free(d->reach), free(d->any);
     free(d);
 }
 
@@ -459,6 +459,25 @@ static int surrogates_only(const nd_dfa *d, uint32_t c) {
     return d->bounds[c] >= 0xD800 && d->bounds[c + 1] <= 0xE000;
 }
 
+/* d->any: the largest set of accepting states whose every class (but
+ * those only lone surrogates fall in) leads back into the set. From such a
+ * state any text is accepted, so a mask there needs no trie walk
+ * (grammar_mask.c). */
+static int any_states(nd_dfa *d, const char **why) {
+    d->any = malloc(d->nstates);
+    if (!d->any) { *why = "out of memory"; return -1; }
+    memcpy(d->any, d->accept, d->nstates);
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (uint32_t s = 0; s < d->nstates; s++)
+            for (uint32_t c = 0; c < d->nclasses && d->any[s]; c++) {
+                int32_t t = d->next[s * d->nclasses + c];
+                if (!surrogates_only(d, c) && (t < 0 || !d->any[t])) d->any[s] = 0, changed = 1;
+            }
+    }
+    return 0;
+}
+
 /* reach bitsets for lengths 0..lc (lc = maxLength, or minLength + states
  * when unbounded: a longer accepting path can be shortened by a cycle of at
  * most `states` steps without dropping below minLength). */
@@ -481,7 +500,7 @@ int nd_dfa_reach(nd_dfa *d, uint32_t minlen, uint32_t maxlen, const char **why) 
                     break;
                 }
             }
-    return 0;
+    return any_states(d, why);
 }
 
 /* Decodes UTF-8 (already validated by the JSON parser) to code points. */

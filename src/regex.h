@@ -25,6 +25,7 @@ typedef struct {
     uint8_t *accept;
     uint32_t lc, words; /* reach covers lengths 0..lc */
     uint64_t *reach;
+    uint8_t *any;      /* any[s]: s accepts every continuation (a free string from there on) */
 } nd_dfa;
 
 /* Compiles pat[0..plen) (UTF-8) with JSON Schema's search semantics: an end
@@ -33,7 +34,8 @@ typedef struct {
  * has no reach yet (nd_dfa_reach). */
 nd_dfa *nd_regex_compile(const char *pat, size_t plen, const char **why);
 /* Fills d->reach for string lengths within [minlen, maxlen] (maxlen
- * UINT32_MAX: unbounded). -1 with *why when the table would be too large. */
+ * UINT32_MAX: unbounded), and d->any. -1 with *why when the table would be
+ * too large. */
 int nd_dfa_reach(nd_dfa *d, uint32_t minlen, uint32_t maxlen, const char **why);
 /* The class of code point cp: its column in d->next. */
 uint32_t nd_dfa_class(const nd_dfa *d, uint32_t cp);
