@@ -444,7 +444,7 @@ async function turn(kind, input) {
  *  page out again on the cores the engine runs on. Interleaved runs of
  *  tests/browser/page-decode-bench.mjs (released geometry, two threads): the
  *  engine decoded 0.68-0.73x as fast in the page as in Node with a write per
- *  piece, 0.76-0.79x with one per frame, 0.86-0.92x with one per 100 ms. */
+ *  piece, 0.76-0.79x with one per frame, 0.86-0.93x with one per 100 ms. */
 function pieceWriter() {
   const boxes = { reasoning: $('reasoning'), call: $('call') };
   const pending = { reasoning: '', call: '' };
