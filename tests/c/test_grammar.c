@@ -18,6 +18,7 @@
 #include "json.h"
 #include "needle.h"
 #include "platform.h"
+#include "regex.h"
 
 /* ---- a test tokenizer blob (spec section 6) ---- */
 typedef struct { uint8_t *p; size_t n, cap; } buf;
@@ -526,6 +527,31 @@ static void test_strings(void) {
     CHECK(nd_regex_test("(?=a)", "a", 1, &err) == -1 && err.code == NEEDLE_E_SCHEMA, "lookahead rejected");
 }
 
+/* d->any marks the states from which every text matches: there a mask
+ * takes the free-string fast path (grammar_mask.c). */
+static void test_pattern_any_states(void) {
+    static const struct { const char *pattern, *text; int any; } cases[] = {
+        {"", "", 1}, {"", "abc", 1},                        /* a free string: any from the start */
+        {"^ab", "", 0}, {"^ab", "a", 0}, {"^ab", "ab", 1}, {"^ab", "abz", 1},
+        {"b", "", 0}, {"b", "aab", 1},                      /* search semantics: any once matched */
+        {"^a*$", "", 0}, {"^[0-9]{2}$", "12", 0},          /* accepting, but a class is dead */
+        {"^.*$", "", 0},                                    /* '.' leaves out line terminators */
+        {"^([^a]|a[^a])*$", "x", 0},                        /* every class lives, but 'a' leads to a dead one */
+        {"^[\\s\\S]*$", "", 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const char *why = NULL;
+        nd_dfa *d = nd_regex_compile(cases[i].pattern, strlen(cases[i].pattern), &why);
+        CHECK(d && nd_dfa_reach(d, 0, UINT32_MAX, &why) == 0, "%s: %s", cases[i].pattern, why ? why : "");
+        if (!d) continue;
+        int32_t st = 0;
+        for (const char *c = cases[i].text; *c && st >= 0; c++) st = d->next[st * d->nclasses + nd_dfa_class(d, (uint8_t)*c)];
+        CHECK(st >= 0 && d->any[st] == cases[i].any, "/%s/ after \"%s\": any %d", cases[i].pattern, cases[i].text,
+              st >= 0 ? d->any[st] : -1);
+        nd_dfa_free(d);
+    }
+}
+
 /* An escaped surrogate pair in a pattern is one code point, as in
  * ECMAScript's u mode (what JSON Schema validators in JS use), in an atom
  * and in a class: the matcher works on decoded code points. */
@@ -1025,6 +1051,7 @@ int main(void) {
     RUN(test_bounds);
     RUN(test_strings);
     RUN(test_pattern_surrogates);
+    RUN(test_pattern_any_states);
     RUN(test_objects_enums);
     RUN(test_non_ascii_literals);
     RUN(test_schema_errors);
