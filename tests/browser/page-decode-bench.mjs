@@ -1,8 +1,7 @@
 #!/usr/bin/env node
 // page-decode-bench.mjs: how fast a turn decodes in the demo page against
-// the same turn in Node (issue 17: the per-token path of a page turn, its
-// grammar mask, sampling and each piece posted to the page, should cost
-// little next to the model).
+// the same turn in Node: what the page's per-token path (each piece posted
+// from the worker and shown) costs next to the model.
 //
 //   node tests/browser/page-decode-bench.mjs [ROUNDS] [FILE]
 //
@@ -34,6 +33,13 @@ const preset = PRESETS[0];
 const tools = toolsFor(preset, JSON.parse(readFileSync(`${root}/web/tools.json`, 'utf8')));
 const median = (v) => [...v].sort((a, b) => a - b)[v.length >> 1];
 
+/** Pieces per second between the first pieces shown and the last, from
+ *  [time in ms, pieces shown by then] marks. */
+const rate = (marks) => {
+  const [[t0, n0], [t1, n1]] = [marks[0], marks.at(-1)];
+  return Math.round(((n1 - n0) / ((t1 - t0) / 1000)) * 10) / 10;
+};
+
 /** One turn of a new conversation (Reset first, as agent.reset() in Node). */
 async function pageTurn(page) {
   if (await page.locator('#reset').isEnabled()) await page.click('#reset');
@@ -46,13 +52,6 @@ async function pageTurn(page) {
     seen_tps: rate(await page.evaluate(() => window.pieceTimes)),
   };
 }
-
-/** Pieces per second between the first pieces shown and the last, from
- *  [time in ms, pieces shown by then] marks. */
-const rate = (marks) => {
-  const [[t0, n0], [t1, n1]] = [marks[0], marks.at(-1)];
-  return Math.round(((n1 - n0) / ((t1 - t0) / 1000)) * 10) / 10;
-};
 
 /** The page records each change of its piece count (#stat-pieces). */
 function recordPieceTimes() {
@@ -91,8 +90,7 @@ const browser = await chromium.launch({
 const model = await loadModelInThread(file, { threads: 2 });
 try {
   const page = await openPage(browser, url);
-  const threads = await page.evaluate(() => crossOriginIsolated);
-  if (!threads) throw new Error('the page is not cross-origin isolated: it would run one thread');
+  if (!await page.evaluate(() => crossOriginIsolated)) throw new Error('the page is not cross-origin isolated: it would run one thread');
   const agent = await Needle.create({ model, tools });
   const runs = { page: [], node: [] };
   for (let r = 0; r < rounds; r++) {
