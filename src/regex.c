@@ -459,43 +459,29 @@ static int surrogates_only(const nd_dfa *d, uint32_t c) {
     return d->bounds[c] >= 0xD800 && d->bounds[c + 1] <= 0xE000;
 }
 
-/* d->any: the states from which any text is accepted, so a mask there
- * needs no trie walk (grammar_mask.c). A state is not when it rejects, or
- * some class (but those only lone surrogates fall in) is dead there or
- * leads to a state that is not: found backwards from the first kind over
- * the reversed transitions, in time linear in the table. */
-static int any_states(nd_dfa *d, const char **why) {
-    uint32_t S = d->nstates, C = d->nclasses;
-    uint32_t *start = calloc(S + 1, sizeof *start), *from = malloc((size_t)S * C * sizeof *from);
-    uint32_t *queue = malloc(S * sizeof *queue), n = 0;
-    d->any = malloc(S);
-    if (!start || !from || !queue || !d->any) {
-        free(start), free(from), free(queue);
-        *why = "out of memory";
-        return -1;
+/* Whether every class of s (but those only lone surrogates fall in) leads
+ * to a state `to` marks (to NULL: to s itself). */
+static int all_lead(const nd_dfa *d, uint32_t s, const uint8_t *to) {
+    for (uint32_t c = 0; c < d->nclasses; c++) {
+        int32_t t = d->next[s * d->nclasses + c];
+        if (!surrogates_only(d, c) && (t < 0 || (to ? !to[t] : (uint32_t)t != s))) return 0;
     }
-    memcpy(d->any, d->accept, S);
-    for (uint32_t s = 0; s < S; s++) /* dead ends, and the in-degrees */
-        for (uint32_t c = 0; c < C; c++) {
-            int32_t t = d->next[s * C + c];
-            if (surrogates_only(d, c)) continue;
-            if (t < 0) d->any[s] = 0;
-            else start[t + 1]++;
-        }
-    for (uint32_t s = 0; s < S; s++) start[s + 1] += start[s];
-    for (uint32_t s = 0; s < S; s++) /* the predecessors; start[t] moves to t's end */
-        for (uint32_t c = 0; c < C; c++) {
-            int32_t t = d->next[s * C + c];
-            if (t >= 0 && !surrogates_only(d, c)) from[start[t]++] = s;
-        }
-    for (uint32_t s = S; s > 0; s--) start[s] = start[s - 1];
-    start[0] = 0;
-    for (uint32_t s = 0; s < S; s++)
-        if (!d->any[s]) queue[n++] = s;
-    for (uint32_t i = 0; i < n; i++)
-        for (uint32_t k = start[queue[i]]; k < start[queue[i] + 1]; k++)
-            if (d->any[from[k]]) d->any[from[k]] = 0, queue[n++] = from[k];
-    free(start), free(from), free(queue);
+    return 1;
+}
+
+/* d->any: states from which any text is accepted, so a mask there needs no
+ * trie walk (grammar_mask.c). Found in two steps, not as the whole fixpoint:
+ * an accepting state that loops to itself on every class, and an accepting
+ * state whose every class leads to one (the start of a free string's
+ * two-state DFA). Others are left out: they cost a walk, never a wrong
+ * mask. */
+static int any_states(nd_dfa *d, const char **why) {
+    uint8_t *loop = malloc(d->nstates);
+    d->any = malloc(d->nstates);
+    if (!loop || !d->any) { free(loop); *why = "out of memory"; return -1; }
+    for (uint32_t s = 0; s < d->nstates; s++) loop[s] = d->accept[s] && all_lead(d, s, NULL);
+    for (uint32_t s = 0; s < d->nstates; s++) d->any[s] = loop[s] || (d->accept[s] && all_lead(d, s, loop));
+    free(loop);
     return 0;
 }
 
