@@ -421,6 +421,7 @@ async function turn(kind, input) {
     $('stat-state').dataset.last = envelope.success ? 'done' : envelope.error_code === STATUS.ABORTED ? 'stopped' : 'failed';
   } catch (error) {
     if (loads !== state.loads) return;
+    pieces.flush();
     if (error.name === 'AbortError') { // Stop, Escape or a new load: the engine undid the turn
       setVerdict('Stopped. The turn was undone; run again or change the query.');
       logTurn(kind, input, { success: false, error_code: STATUS.ABORTED });
@@ -430,8 +431,7 @@ async function turn(kind, input) {
     showError($('agent-error'), error);
     $('stat-state').dataset.last = 'failed';
   } finally {
-    if (loads === state.loads) pieces.flush();
-    else pieces.cancel(); // a load cleared the result: show nothing
+    pieces.cancel(); // after a load cleared the result, nothing more is shown
     state.running = null;
     setBusy();
     keepFocus();
