@@ -1044,6 +1044,13 @@ int needle_session_feed(needle_session *s, const int32_t *ids, size_t n, float *
     return NEEDLE_OK;
 }
 
+/* What follows runs once per session, turn or query (set-up, rewind, the
+ * heads), not per token: compiled for size, which keeps the module within
+ * its budget. */
+#ifdef __clang__
+#pragma clang attribute push(__attribute__((minsize)), apply_to = function)
+#endif
+
 void needle_session_set_profiling(needle_session *s, int on) {
     if (!s) return;
     s->profiling = on != 0;
@@ -1504,3 +1511,7 @@ int needle_session_head(needle_session *s, int kind, float *out, needle_error *e
     }
     return NEEDLE_OK;
 }
+
+#ifdef __clang__
+#pragma clang attribute pop
+#endif
