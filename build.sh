@@ -122,9 +122,9 @@ archives() {
   node js/cli.js make-random dist/tiny.cact --tiny
 }
 
-# Retrains the demo model from its seed (not part of `all`: 44 minutes for
-# the base and 6 for the heads on an idle 2-core machine, then about 8 to
-# measure it) and writes src/train/demo-model/.
+# Retrains the demo model from its seed (not part of `all`: 58 minutes for
+# the base and 12 for the heads on a 2-core machine whose other core was
+# busy, then about 10 to measure it) and writes src/train/demo-model/.
 train() {
   local need=()
   /usr/bin/python3 -c 'import torch' 2>/dev/null || need+=(python3-torch)
@@ -138,14 +138,16 @@ train() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
   fi
   # The committed model's recipe: 90,000 commands, 60% of the free-text
-  # values invented (so copying is the only way to get them right), 1,300
+  # values invented (so copying is the only way to get them right), 2,000
   # steps of 8,192 tokens on one cosine schedule, the last 30% with CQ and
-  # A8 fake quantisation; then the probe heads on the frozen base.
-  # One OpenBLAS thread under torch's two: two of each contend for the two
-  # cores (measured 2,100 against 3,000 tokens/s of this model's training).
+  # A8 fake quantisation; then the probe heads on the frozen base. One torch
+  # thread and one OpenBLAS thread: this model's small products gain little
+  # from a second thread (4,651 tokens/s on one while another run used the
+  # other core, against 3,980 on two for the model before), and a thread
+  # count of its own keeps the run's arithmetic reproducible.
   export OPENBLAS_NUM_THREADS=1
-  local train="/usr/bin/python3 src/train/train.py --out build/train --seed 1 --batch-tokens 8192 --train 90000 --synthetic 0.6"
-  $train --stage base --steps 1300 --warmup 100 --lr 3e-3 --qat-share 0.3
+  local train="/usr/bin/python3 src/train/train.py --out build/train --seed 1 --batch-tokens 8192 --train 90000 --synthetic 0.6 --threads 1"
+  $train --stage base --steps 2000 --warmup 100 --lr 3e-3 --qat-share 0.3
   $train --stage heads
   node src/train/publish.mjs build/train src/train/demo-model
 }

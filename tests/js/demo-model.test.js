@@ -11,8 +11,8 @@
 //   confidence AUROC between right and wrong calls.
 //   FLOORS are the measured figures less a margin for the noise of a few
 //   commands; the product's goals (95% exact calls, 99% the same calls in
-//   fast and exact mode, 98% retrieval) are not met by this model yet; its
-//   confidence AUROC (0.806) meets the goal of 0.8 (README, "The demo model").
+//   fast and exact mode, 98% retrieval, a confidence AUROC of 0.8) are not
+//   met by this model yet (README, "The demo model").
 // Needs dist/ (./build.sh).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -27,9 +27,9 @@ const ARCHIVE = new URL('../../dist/demo.cact', import.meta.url);
 const reference = JSON.parse(readFileSync(new URL('reference.json', DEMO_MODEL_DIR), 'utf8'));
 const torchLogits = new Float32Array(readFileSync(new URL('reference-logits.f32', DEMO_MODEL_DIR)).buffer.slice(0));
 const examples = heldout();
-// Measured (manifest.json): exact call 0.225 of 600; fast and exact mode agree on 0.888 of 600,
-// no-SIMD and threaded builds on all; retrieval 0.936; confidence AUROC 0.806 (greedy).
-const FLOORS = { exactCall: 0.2, sameAsExact: 0.85, sameBuilds: 0.99, retrieval: 0.9, auroc: 0.77 };
+// Measured (manifest.json): exact call 0.373 of 600; fast and exact mode agree on 0.930 of 600,
+// no-SIMD and threaded builds on all; retrieval 0.850; confidence AUROC 0.694 (greedy).
+const FLOORS = { exactCall: 0.34, sameAsExact: 0.9, sameBuilds: 0.99, retrieval: 0.82, auroc: 0.66 };
 
 /** Largest |a - b| at any position, over that position's logit range in b. */
 function worstRelative(rows, ref, V) {
