@@ -24,6 +24,10 @@ SINKHORN_ITERATIONS = 20
 ENGRAM_SEED = 0x9E3779B9
 ENGRAM_PRIME = 0x01000193
 HEAD_SHAPES = {"contrastive": (4, 128), "confidence": (8, 1)}
+# The matrices stored as Cactus Quants (the forward reads them through w());
+# every other parameter is FP16 in the archive, whatever its shape.
+CQ_MATRICES = ("embedding", "q_proj", "k_proj", "v_proj", "gate_proj", "out_proj",
+               "phi_pre", "phi_post", "phi_res", "tables", "key_proj", "value_proj")
 
 # Lloyd-Max levels of a unit Gaussian (js/cact-format.js LLOYD_MAX_LEVELS).
 LLOYD_MAX = {
@@ -250,6 +254,10 @@ class Needle(torch.nn.Module):
         self._cq = None  # name -> fake-quantised matrix, during one forward
 
     # ---- parameters -------------------------------------------------------
+
+    @staticmethod
+    def is_cq(name):
+        return name.split(".")[-1] in CQ_MATRICES
 
     def names(self):
         return [k.replace("__", ".") for k in self.p.keys()]

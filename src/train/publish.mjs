@@ -86,6 +86,10 @@ function provenance() {
   const recipeLine = train.match(/^recipe (.*)$/m);
   if (!recipeLine) throw new Error(`${join(from, 'train.log')} has no "recipe" line (train.py writes one at the start of a base run)`);
   const recipe = JSON.parse(recipeLine[1]);
+  const headsLine = train.match(/^heads recipe (.*)$/m);
+  if (!headsLine) throw new Error(`${join(from, 'train.log')} has no "heads recipe" line (train.py writes one at the start of a heads run)`);
+  const heads = JSON.parse(headsLine[1]);
+  const ownRight = [...train.matchAll(/^own calls: (\d+) of (\d+) right$/gm)].at(-1);
   return {
     model: 'needle-demo: a small Needle 2 architecture model trained by this project on the 18 tools of web/tools.json (not Needle 2)',
     command: 'bash build.sh train',
@@ -107,8 +111,10 @@ function provenance() {
       phases: phases(train),
       note: `one phase: ${base.steps} steps of ${recipe.batch_tokens} tokens on a cosine schedule (lr ${recipe.lr}, warmup `
         + `${recipe.warmup}), the last ${Math.round(recipe.qat_share * 100)}% with CQ and A8 fake quantisation; then the heads `
-        + 'on the frozen base: 1200 contrastive steps, and 600 confidence steps on 2048 calls, 1024 of them the base '
-        + 'model\'s own calls on fresh commands (train.log has each step)',
+        + `on the frozen base: ${heads.contrastive_steps} contrastive steps, and ${heads.confidence_steps} confidence steps `
+        + `on ${heads.confidence_examples} calls, ${heads.own_calls} of them the base model's own calls on fresh commands `
+        + `(${Math.round(heads.own_synthetic * 100)}% of their free-text values invented; ${ownRight[1]} of them right), `
+        + 'the rest training targets and corrupted calls (train.log has each step)',
     },
   };
 }

@@ -226,7 +226,7 @@ def save_weights(model, out):
         chunks.append(t.numpy().reshape(-1))
         offset += t.numel()
     np.concatenate(chunks).astype("<f4").tofile(os.path.join(out, "weights.f32"))
-    bits = {n: bit_map(n) for n in model.names() if model.raw(n).dim() == 2 and "_head." not in n}
+    bits = {n: bit_map(n) for n in model.names() if model.is_cq(n)}
     with open(os.path.join(out, "weights.json"), "w") as f:
         json.dump({"geometry": model.g, "group": model.group, "bits": bits, "tensors": tensors}, f)
 
@@ -270,7 +270,7 @@ def own_calls(model, tokenizer, args, log):
     from generate import generate
     if not args.own_calls:
         return []
-    fresh, _ = generate(args.seed + 100, args.own_calls, 0, 0.5)
+    fresh, _ = generate(args.seed + 100, args.own_calls, 0, args.own_synthetic)
     save_weights(model, args.out)
     base = os.path.join(args.out, "base.cact")
     subprocess.run(["node", os.path.join(HERE, "export.mjs"), args.out, tokenizer, base], check=True)
@@ -301,8 +301,9 @@ def reference_logits(renderer, heldout, archive, out):
                    "positions": len(ids), "vocabulary": GEOMETRY["vocabulary"]}, f)
 
 
-# The arguments of a base run that publish.mjs reports in the manifest.
+# The arguments of a base run and of a heads run that publish.mjs reports in the manifest.
 RECIPE = ["seed", "train", "synthetic", "steps", "batch_tokens", "lr", "warmup", "qat_share", "bits"]
+HEADS_RECIPE = ["contrastive_steps", "confidence_steps", "confidence_examples", "own_calls", "own_synthetic"]
 
 
 def main():
@@ -324,6 +325,7 @@ def main():
     ap.add_argument("--confidence-steps", type=int, default=600)
     ap.add_argument("--confidence-examples", type=int, default=2048, help="pairs the confidence head learns from")
     ap.add_argument("--own-calls", type=int, default=1024, help="fresh commands whose own calls the confidence head sees")
+    ap.add_argument("--own-synthetic", type=float, default=0.5, help="share of invented values in those commands")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--stage", default="all", choices=["all", "base", "heads", "export"])
     ap.add_argument("--bits", default="released", choices=sorted(BIT_MAPS), help="the CQ bit map (QAT and export)")
@@ -362,6 +364,7 @@ def main():
         model.load_state_dict(torch.load(ckpt))
     if args.stage in ("all", "heads"):
         import heads
+        log("heads recipe " + json.dumps({k: getattr(args, k) for k in HEADS_RECIPE}))
         own = own_calls(model, tokenizer, args, log)
         heads.train_heads(model, renderer, train, args, log, own)
         torch.save(model.state_dict(), ckpt)
