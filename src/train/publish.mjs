@@ -86,7 +86,8 @@ function provenance() {
   const recipeLine = train.match(/^recipe (.*)$/m);
   if (!recipeLine) throw new Error(`${join(from, 'train.log')} has no "recipe" line (train.py writes one at the start of a base run)`);
   const recipe = JSON.parse(recipeLine[1]);
-  const headsLine = train.match(/^heads recipe (.*)$/m);
+  // The last heads run's (a run's heads can be trained again on its base).
+  const headsLine = [...train.matchAll(/^heads recipe (.*)$/gm)].at(-1);
   if (!headsLine) throw new Error(`${join(from, 'train.log')} has no "heads recipe" line (train.py writes one at the start of a heads run)`);
   const heads = JSON.parse(headsLine[1]);
   const ownRight = [...train.matchAll(/^own calls: (\d+) of (\d+) right$/gm)].at(-1);
