@@ -122,9 +122,9 @@ archives() {
   node js/cli.js make-random dist/tiny.cact --tiny
 }
 
-# Retrains the demo model from its seed (not part of `all`: 58 minutes for
-# the base and 12 for the heads on a 2-core machine whose other core was
-# busy, then about 10 to measure it) and writes src/train/demo-model/.
+# Retrains the demo model from its seed (not part of `all`: 41 minutes for
+# the base while another run used the other core, about 15 for the heads,
+# then about 10 to measure it) and writes src/train/demo-model/.
 train() {
   local need=()
   /usr/bin/python3 -c 'import torch' 2>/dev/null || need+=(python3-torch)

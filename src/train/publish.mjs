@@ -90,7 +90,7 @@ function provenance() {
   const headsLine = [...train.matchAll(/^heads recipe (.*)$/gm)].at(-1);
   if (!headsLine) throw new Error(`${join(from, 'train.log')} has no "heads recipe" line (train.py writes one at the start of a heads run)`);
   const heads = JSON.parse(headsLine[1]);
-  const ownRight = [...train.matchAll(/^own calls: (\d+) of (\d+) right$/gm)].at(-1);
+  const ownRight = [...train.matchAll(/^own calls: (\d+) of (\d+) right$/gm)].at(-1) ?? [null, 0]; // none with --own-calls 0
   return {
     model: 'needle-demo: a small Needle 2 architecture model trained by this project on the 18 tools of web/tools.json (not Needle 2)',
     command: 'bash build.sh train',
