@@ -28,35 +28,65 @@ void nd_attn_finish(const nd_attn *a, uint32_t i, uint32_t hd, float *o) {
     for (uint32_t k = 0; k < hd; k++) o[k] = sum > 0.0f ? acc[k] / sum : 0.0f;
 }
 
-/* q[32] of block b of x[hd] (values 32b.., zeros past hd) as attention.h
- * describes; returns their scale. The clamp comes before rounding (the same
- * for integer bounds), where it also takes NaN to -127, as the SIMD twin's. */
-static float quantise_block(const float *x, uint32_t hd, uint32_t b, int16_t *q) {
-    uint32_t n = hd <= b * 32 ? 0 : hd - b * 32 < 32 ? hd - b * 32 : 32;
+/* max |x| over values first .. first + count - 1 of x[hd] (NaN skipped). */
+static float amax_of(const float *x, uint32_t hd, uint32_t first, uint32_t count) {
     float amax = 0.0f;
-    for (uint32_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(x[b * 32 + i]));
-    float scale = amax / 127.0f;
+    for (uint32_t i = first; i < first + count && i < hd; i++) amax = fmaxf(amax, fabsf(x[i]));
+    return amax;
+}
+
+/* q[32] of block b of x[hd] (values 32b.., zeros past hd) at `scale`. The
+ * clamp comes before rounding (the same for integer bounds), where it also
+ * takes NaN to -127, as the SIMD twin's. */
+static void quantise_at(const float *x, uint32_t hd, uint32_t b, float scale, int16_t *q) {
+    uint32_t n = hd <= b * 32 ? 0 : hd - b * 32 < 32 ? hd - b * 32 : 32;
     for (uint32_t i = 0; i < 32; i++) {
         float y = i < n && scale > 0.0f ? x[b * 32 + i] / scale : 0.0f;
         y = -127.0f < y ? y : -127.0f;
         y = y < 127.0f ? y : 127.0f;
         q[i] = (int16_t)rintf(y);
     }
-    return scale;
 }
 
-void nd_attn_quantise_row_ref(const float *x, uint32_t hd, uint32_t hdp, uint8_t *row) {
+/* The scale of block b: its own (whole 0) or the vector's (whole 1). */
+static float block_scale(const float *x, uint32_t hd, uint32_t b, int whole) {
+    return (whole ? amax_of(x, hd, 0, hd) : amax_of(x, hd, b * 32, 32)) / 127.0f;
+}
+
+static void quantise_row(const float *x, uint32_t hd, uint32_t hdp, int whole, uint8_t *row) {
     int8_t *qv = (int8_t *)(row + (size_t)(hdp / 32) * 4);
     int16_t q[32];
     for (uint32_t b = 0; b * 32 < hdp; b++) {
-        float scale = quantise_block(x, hd, b, q);
+        float scale = block_scale(x, hd, b, whole);
+        quantise_at(x, hd, b, scale, q);
         memcpy(row + 4 * b, &scale, 4);
         for (uint32_t i = 0; i < 32; i++) qv[b * 32 + i] = (int8_t)q[i];
     }
 }
 
+static void quantise_query(const float *x, uint32_t hd, uint32_t hdp, int whole, float mul, int16_t *q8,
+                           float *qscale) {
+    for (uint32_t b = 0; b * 32 < hdp; b++) {
+        float scale = block_scale(x, hd, b, whole);
+        quantise_at(x, hd, b, scale, q8 + b * 32);
+        qscale[b] = scale * mul;
+    }
+}
+
+void nd_attn_quantise_row_ref(const float *x, uint32_t hd, uint32_t hdp, uint8_t *row) {
+    quantise_row(x, hd, hdp, 0, row);
+}
+
 void nd_attn_quantise_ref(const float *x, uint32_t hd, uint32_t hdp, float mul, int16_t *q8, float *qscale) {
-    for (uint32_t b = 0; b * 32 < hdp; b++) qscale[b] = quantise_block(x, hd, b, q8 + b * 32) * mul;
+    quantise_query(x, hd, hdp, 0, mul, q8, qscale);
+}
+
+void nd_attn_quantise_row_a8(const float *x, uint32_t hd, uint32_t hdp, uint8_t *row) {
+    quantise_row(x, hd, hdp, 1, row);
+}
+
+void nd_attn_quantise_a8(const float *x, uint32_t hd, uint32_t hdp, float mul, int16_t *q8, float *qscale) {
+    quantise_query(x, hd, hdp, 1, mul, q8, qscale);
 }
 
 /* Cody-Waite reduction x = k ln2 + r, |r| <= ln2/2, and a degree-6

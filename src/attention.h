@@ -75,6 +75,13 @@ void nd_attn_finish(const nd_attn *a, uint32_t i, uint32_t hd, float *o);
 void nd_attn_quantise_row_ref(const float *x, uint32_t hd, uint32_t hdp, uint8_t *row);
 void nd_attn_quantise_ref(const float *x, uint32_t hd, uint32_t hdp, float mul, int16_t *q8, float *qscale);
 
+/* The same with one scale for the whole vector (max |x| / 127, every block
+ * storing it): A8 itself, Needle 3's trained numerics for its int8 K, V and
+ * queries (spec 3, section 5), so the int8 kernel computes those exactly.
+ * Scalar only: they run once per cached head vector and query, not per key. */
+void nd_attn_quantise_row_a8(const float *x, uint32_t hd, uint32_t hdp, uint8_t *row);
+void nd_attn_quantise_a8(const float *x, uint32_t hd, uint32_t hdp, float mul, int16_t *q8, float *qscale);
+
 /* exp(x) for x <= 0 (0 below -87.3 and for -INFINITY) within 2 ulp: the
  * softmax's exponential, one polynomial shared by every kernel so they agree
  * bit for bit. */

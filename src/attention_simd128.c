@@ -38,7 +38,7 @@ INLINE v128_t quantise4(v128_t x, v128_t scale) {
     return nd_rint4(wasm_f32x4_pmin(wasm_f32x4_splat(127.0f), y));
 }
 
-/* q[4] (i16x8) of block b of x[hd] (zeros past hd) as quantise_block forms
+/* q[4] (i16x8) of block b of x[hd] (zeros past hd) as attention.c's quantise_at forms
  * them; returns the scale. amax by pmax, which skips NaN as fmaxf does. */
 INLINE float quantise_block(const float *x, uint32_t hd, uint32_t b, v128_t *q) {
     uint32_t n = hd <= b * 32 ? 0 : hd - b * 32 < 32 ? hd - b * 32 : 32;

@@ -349,13 +349,15 @@ static float *v0_at(needle_session *s, uint32_t site, uint32_t pos) {
 
 /* Stores one head vector x[hd] (a K or V head) in the cache format
  * (attention.h), padding zeroed: f32; int8 with one f32 scale per 32
- * values; or CQ (spec section 5: H64, unit levels, fp16 norm). */
+ * values (Needle 3: one for the vector, as it was trained); or CQ (spec
+ * section 5: H64, unit levels, fp16 norm). */
 static void kv_store(needle_session *s, const float *x, uint32_t hd, uint8_t *row) {
     if (s->kv_format == KV_F32) {
         memcpy(row, x, hd * sizeof(float));
         memset(row + (size_t)hd * sizeof(float), 0, (s->hdp - hd) * sizeof(float));
     } else if (s->kv_format == KV_I8) {
-        nd_attn_quantise_row(x, hd, s->hdp, row);
+        if (ND_IS_V3(&s->model->archive.geometry)) nd_attn_quantise_row_a8(x, hd, s->hdp, row);
+        else nd_attn_quantise_row(x, hd, s->hdp, row);
     } else {
         const needle_model *m = s->model;
         float *norms = (float *)row, r[ND_KV_GROUP];
@@ -436,7 +438,10 @@ static void attn_queries(const needle_session *s, head_attention *ha, uint32_t l
             ha->ahi[i] = p;
             if (ND_IS_V3(g)) ha->slo[i] = p + 1 > band ? p + 1 - band : 0;
             if (s->kv_format == KV_I8) {
-                nd_attn_quantise(q, hd, hdp, inv, ha->aq8 + (size_t)i * hdp, ha->aqs + (size_t)i * (hdp / 32));
+                int16_t *q8 = ha->aq8 + (size_t)i * hdp;
+                float *qs = ha->aqs + (size_t)i * (hdp / 32);
+                if (ND_IS_V3(g)) nd_attn_quantise_a8(q, hd, hdp, inv, q8, qs);
+                else nd_attn_quantise(q, hd, hdp, inv, q8, qs);
                 continue;
             }
             float *qa = ha->aq + (size_t)i * hdp;

@@ -4,7 +4,8 @@
  * and visibility windows; the int8 SIMD kernel must equal the scalar one bit
  * for bit, the f32 one up to summation order. The row and query quantisers
  * against their float64 reading, and SIMD against scalar bit for bit, on
- * every head dim to 100 and extreme inputs. */
+ * every head dim to 100 and extreme inputs; the one-scale-per-vector
+ * quantisers (Needle 3's trained numerics) against theirs. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -345,8 +346,43 @@ static void test_quantise_edges(void) {
     }
 }
 
+/* nd_attn_quantise_row_a8 and nd_attn_quantise_a8: every block carries the
+ * vector's scale, max |x| / 127, and every value is the nearest integer to
+ * x / scale (ties to even, unless within 1e-5 of a tie); padding 0. Blocks
+ * of very different magnitudes, so a block's own scale would differ. */
+static void test_quantise_a8(void) {
+    enum { MAX_HDP = 128 };
+    float x[MAX_HDP], qs[MAX_HDP / 32];
+    int16_t q[MAX_HDP];
+    uint8_t row[MAX_HDP / 32 * 4 + MAX_HDP];
+    for (uint32_t hd = 1; hd <= 100; hd++) {
+        uint32_t hdp = (hd + 31) / 32 * 32;
+        for (uint32_t k = 0; k < hd; k++) x[k] = frand() * (k / 32 % 2 ? 100.0f : 0.01f);
+        double amax = 0;
+        for (uint32_t k = 0; k < hd; k++) amax = fmax(amax, fabs(x[k]));
+        float scale = (float)(amax / 127.0);
+        nd_attn_quantise_row_a8(x, hd, hdp, row);
+        nd_attn_quantise_a8(x, hd, hdp, 0.5f, q, qs);
+        const int8_t *qv = (const int8_t *)(row + hdp / 32 * 4);
+        for (uint32_t b = 0; b < hdp / 32; b++) {
+            float stored;
+            memcpy(&stored, row + 4 * b, 4);
+            CHECK(stored == scale && qs[b] == scale * 0.5f, "hd %u block %u: scales %g %g, want %g", hd, b, stored,
+                  qs[b], scale);
+        }
+        for (uint32_t k = 0; k < hdp; k++) {
+            double t = k < hd ? x[k] / (double)scale : 0.0, want = nearbyint(t);
+            int near_tie = fabs(fabs(t - floor(t)) - 0.5) < 1e-5;
+            CHECK(q[k] == qv[k], "hd %u value %u: row %d, query %d", hd, k, qv[k], q[k]);
+            CHECK(q[k] == want || (near_tie && fabs(q[k] - t) <= 0.5 + 1e-5), "hd %u value %u: %g quantised %d", hd,
+                  k, t, q[k]);
+        }
+    }
+}
+
 int main(void) {
     RUN(test_exp);
+    RUN(test_quantise_a8);
     RUN(test_quantise);
     RUN(test_quantisers);
     RUN(test_quantise_edges);
