@@ -24,14 +24,19 @@ static int to_int(float v, float max) {
     return (int)(r > max ? max : r < -max ? -max : r);
 }
 
-float nd_cq_a8_levels(const nd_cq *m, int8_t lq[16]) {
+float nd_cq_a8_levels(const nd_cq *m, int8_t hi[16], int8_t lo[16]) {
     float lmax = 0.0f;
     for (uint32_t e = 0; e < (1u << m->bits); e++) lmax = fmaxf(lmax, fabsf(m->levels[e]));
-    memset(lq, 0, 16);
+    memset(hi, 0, 16);
+    memset(lo, 0, 16);
     if (!(lmax > 0.0f)) return 0.0f;
     float inv = 127.0f / lmax;
-    for (uint32_t e = 0; e < (1u << m->bits); e++) lq[e] = (int8_t)to_int(m->levels[e] * inv, 127.0f);
-    return lmax / 127.0f;
+    for (uint32_t e = 0; e < (1u << m->bits); e++) {
+        float t = m->levels[e] * inv;
+        hi[e] = (int8_t)to_int(t, 127.0f);
+        lo[e] = (int8_t)to_int((t - hi[e]) * 127.0f, 127.0f);
+    }
+    return lmax / (127.0f * 127.0f);
 }
 
 /* Column of lane i, slot j of vector v in a group (cq_a8.h's order). */
@@ -67,8 +72,8 @@ void nd_cq_a8_quantise_ref(const nd_cq *m, const float *xr, void *q) {
 void nd_cq_a8_gemv_ref(const nd_cq *m, const void *q, float *y) {
     const int16_t *xq = q;
     const float *scales = nd_cq_a8_scales(m, q);
-    int8_t lq[16];
-    float lscale = nd_cq_a8_levels(m, lq);
+    int8_t hi[16], lo[16];
+    float lscale = nd_cq_a8_levels(m, hi, lo);
     uint32_t per = 8 / m->bits, vectors = m->group * m->bits / 128, mask = (1u << m->bits) - 1;
     for (uint32_t r = 0; r < m->rows; r++) {
         const uint8_t *row = m->packed + (size_t)r * m->row_bytes;
@@ -76,13 +81,16 @@ void nd_cq_a8_gemv_ref(const nd_cq *m, const void *q, float *y) {
         for (uint32_t g = 0; g < m->groups; g++) {
             const uint8_t *bytes = row + (size_t)g * vectors * 16;
             const int16_t *x = xq + (size_t)g * m->group;
-            int32_t sum = 0;
+            int32_t sum_hi = 0, sum_lo = 0;
             for (uint32_t v = 0; v < vectors; v++)
                 for (uint32_t j = 0; j < per; j++)
-                    for (uint32_t i = 0; i < 16; i++)
-                        sum += lq[(bytes[v * 16 + i] >> (j * m->bits)) & mask] * x[(v * per + j) * 16 + i];
+                    for (uint32_t i = 0; i < 16; i++) {
+                        uint32_t e = (bytes[v * 16 + i] >> (j * m->bits)) & mask;
+                        sum_hi += hi[e] * x[(v * per + j) * 16 + i];
+                        sum_lo += lo[e] * x[(v * per + j) * 16 + i];
+                    }
             float norm = nd_load_fp16(m->norms + 2 * ((size_t)r * m->groups + g));
-            acc += (norm * (scales[g] * lscale)) * (float)sum;
+            acc += (norm * (scales[g] * lscale)) * (127.0f * (float)sum_hi + (float)sum_lo);
         }
         y[r] = acc;
     }

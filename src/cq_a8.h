@@ -10,13 +10,16 @@
  *   infinite activation, is 0). Phi reads the mHC norm, which the model was
  *   not trained to quantise (A8 is elsewhere, a8.h): 14 bits keep this
  *   rounding far below A8's; int8 here cost as much as A8 itself;
- * - the levels, once per matrix: lq = round half to even(level * 127 / lmax),
- *   scale = lmax / 127, lmax the largest |level|;
- * - y[r] = sum over groups, ascending from 0, of
- *   (norm[r][g] * (scale_g * scale)) * (float)(sum of lq[idx] * q).
+ * - the levels, once per matrix, as two int8 parts: with t = level * 127 /
+ *   lmax (lmax the largest |level|), hi = round half to even(t) and lo =
+ *   round half to even(127 (t - hi)), so level ~ scale * (127 hi + lo),
+ *   scale = lmax / 127^2. One int8 level (lo left out) moved the fast mode
+ *   further from the model than any other approximation (README);
+ * - y[r] = sum over groups, ascending from 0, of (norm[r][g] * (scale_g *
+ *   scale)) * (127 * (float)(sum of hi[idx] * q) + (float)(sum of lo[idx] * q)).
  * The error is the two roundings: at most half a step of each scale per
- * weight and activation. A group's integer sum stays below 2^31: at most
- * 256 columns of (|lq| + 128) * |q| <= 255 * 16383.
+ * weight and activation. A group's integer sums stay below 2^31: at most
+ * 256 columns of (|hi| + 128) * |q| <= 255 * 16383.
  *
  * The quantised activation (nd_cq_a8_bytes) is stored in the order the SIMD
  * kernel reads it, so it is built once per position and shared by every
@@ -68,8 +71,8 @@ void nd_cq_a8_gemv_simd128(const nd_cq *m, const void *q, float *y);
 #define nd_cq_a8_gemv nd_cq_a8_gemv_ref
 #endif
 
-/* The int8 levels of m and their scale (shared by both kernels). */
-float nd_cq_a8_levels(const nd_cq *m, int8_t lq[16]);
+/* The two int8 parts of m's levels and their scale (shared by both kernels). */
+float nd_cq_a8_levels(const nd_cq *m, int8_t hi[16], int8_t lo[16]);
 
 /* One group of nd_cq_a8_quantise_ref: x[group] into out[group] in the
  * layout's order, its scale and the sum of its values. The SIMD quantiser

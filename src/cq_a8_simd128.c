@@ -1,15 +1,16 @@
 /* cq_a8_simd128.c: the SIMD128 twins of nd_cq_a8_quantise_ref and
  * nd_cq_a8_gemv_ref (cq_a8.c), the same bits.
  *
- * The kernel: per 16-byte vector of a row and index slot, one i8x16.swizzle
- * of the levels plus 128 (1..255, unsigned) gives 16 weights; zero-extended
- * to i16 (a vpmovzxbw and a vpunpckhbw on x64), i32x4.dot_i16x8_s (one
- * pmaddwd) multiplies them with the 16 activations the quantiser stored,
- * already int16, in that order. 128 times the group's activation sum is
- * taken back off once per group. Four rows share each activation load; their
- * four i32 sums are transposed into one vector per group, and the float
- * combination runs on the four rows at once, lane by lane the reference's
- * operations in its order. */
+ * The kernel: per 16-byte vector of a row and index slot, and per part of
+ * the levels (hi, lo), one i8x16.swizzle of the part plus 128 (unsigned)
+ * gives 16 weights; zero-extended to i16 (a vpmovzxbw and a vpunpckhbw on
+ * x64), i32x4.dot_i16x8_s (one pmaddwd) multiplies them with the 16
+ * activations the quantiser stored, already int16, in that order. 128 times
+ * the group's activation sum is taken back off once per group and part.
+ * Four rows share each activation load; their four i32 sums of each part are
+ * transposed into one vector per group, and the float combination runs on
+ * the four rows at once, lane by lane the reference's operations in its
+ * order. */
 #ifdef ND_SIMD128
 #include <math.h>
 #include <string.h>
@@ -25,14 +26,16 @@ INLINE v128_t dot16(v128_t acc, v128_t u, const int16_t *x) {
     return wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(wasm_u16x8_extend_high_u8x16(u), wasm_v128_load(x + 8)));
 }
 
-/* acc + one row's 16-byte vector (8 / bits index slots) against the 8 * 16 /
- * bits activations at x. bits is a constant after inlining. */
-INLINE v128_t vector_dot(v128_t acc, v128_t bytes, const int16_t *x, uint32_t bits, v128_t lu) {
+/* acc[0], acc[1] + one row's 16-byte vector (8 / bits index slots) against
+ * the 8 * 16 / bits activations at x, for the hi and lo parts of the levels
+ * (plus 128). bits is a constant after inlining. */
+INLINE void vector_dot(v128_t acc[2], v128_t bytes, const int16_t *x, uint32_t bits, v128_t hu, v128_t lu) {
     const v128_t mask = wasm_i8x16_splat((int8_t)((1 << bits) - 1));
-    acc = dot16(acc, wasm_i8x16_swizzle(lu, wasm_v128_and(bytes, mask)), x);
-    for (uint32_t j = 1; j < 8 / bits; j++)
-        acc = dot16(acc, wasm_i8x16_swizzle(lu, wasm_v128_and(wasm_u16x8_shr(bytes, j * bits), mask)), x + 16 * j);
-    return acc;
+    for (uint32_t j = 0; j < 8 / bits; j++) {
+        v128_t idx = wasm_v128_and(j ? wasm_u16x8_shr(bytes, j * bits) : bytes, mask);
+        acc[0] = dot16(acc[0], wasm_i8x16_swizzle(hu, idx), x + 16 * j);
+        acc[1] = dot16(acc[1], wasm_i8x16_swizzle(lu, idx), x + 16 * j);
+    }
 }
 
 /* (sum a, sum b, sum c, sum d) of four i32x4. */
@@ -60,7 +63,8 @@ INLINE v128_t fp16x4(const uint8_t *const p[4]) {
 
 /* Rows r .. r + 3 (the last one repeated past the end) into y. Written out
  * row by row: the four accumulators must stay in registers. */
-INLINE void rows4(const nd_cq *m, const void *q, uint32_t r, uint32_t bits, float lscale, v128_t lu, float *y) {
+INLINE void rows4(const nd_cq *m, const void *q, uint32_t r, uint32_t bits, float lscale, v128_t hu, v128_t lu,
+                  float *y) {
     const int16_t *x = q;
     const float *scales = nd_cq_a8_scales(m, q);
     const int32_t *sums = nd_cq_a8_sums(m, q);
@@ -72,16 +76,22 @@ INLINE void rows4(const nd_cq *m, const void *q, uint32_t r, uint32_t bits, floa
     for (uint32_t k = 0; k < 4; k++) n[k] = m->norms + (size_t)row[k] * m->groups * 2;
     v128_t acc = wasm_f32x4_splat(0.0f);
     for (uint32_t g = 0; g < m->groups; g++) {
-        v128_t part[4] = {wasm_i32x4_splat(0), wasm_i32x4_splat(0), wasm_i32x4_splat(0), wasm_i32x4_splat(0)};
+        v128_t part[4][2];
+        for (int k = 0; k < 4; k++) part[k][0] = part[k][1] = wasm_i32x4_splat(0);
         for (uint32_t v = 0; v < vectors; v++, x += 8 * 16 / bits, b0 += 16, b1 += 16, b2 += 16, b3 += 16) {
-            part[0] = vector_dot(part[0], wasm_v128_load(b0), x, bits, lu);
-            part[1] = vector_dot(part[1], wasm_v128_load(b1), x, bits, lu);
-            part[2] = vector_dot(part[2], wasm_v128_load(b2), x, bits, lu);
-            part[3] = vector_dot(part[3], wasm_v128_load(b3), x, bits, lu);
+            vector_dot(part[0], wasm_v128_load(b0), x, bits, hu, lu);
+            vector_dot(part[1], wasm_v128_load(b1), x, bits, hu, lu);
+            vector_dot(part[2], wasm_v128_load(b2), x, bits, hu, lu);
+            vector_dot(part[3], wasm_v128_load(b3), x, bits, hu, lu);
         }
-        v128_t sum = wasm_i32x4_sub(reduce4(part), wasm_i32x4_splat(128 * sums[g]));
+        v128_t his[4] = {part[0][0], part[1][0], part[2][0], part[3][0]};
+        v128_t los[4] = {part[0][1], part[1][1], part[2][1], part[3][1]};
+        v128_t offset = wasm_i32x4_splat(128 * sums[g]);
+        v128_t sum_hi = wasm_f32x4_convert_i32x4(wasm_i32x4_sub(reduce4(his), offset));
+        v128_t sum_lo = wasm_f32x4_convert_i32x4(wasm_i32x4_sub(reduce4(los), offset));
+        v128_t sum = wasm_f32x4_add(wasm_f32x4_mul(wasm_f32x4_splat(127.0f), sum_hi), sum_lo);
         v128_t scale = wasm_f32x4_mul(fp16x4(n), wasm_f32x4_splat(scales[g] * lscale));
-        acc = wasm_f32x4_add(acc, wasm_f32x4_mul(scale, wasm_f32x4_convert_i32x4(sum)));
+        acc = wasm_f32x4_add(acc, wasm_f32x4_mul(scale, sum));
         for (int k = 0; k < 4; k++) n[k] += 2;
     }
     _Alignas(16) float out[4];
@@ -90,12 +100,14 @@ INLINE void rows4(const nd_cq *m, const void *q, uint32_t r, uint32_t bits, floa
 }
 
 void nd_cq_a8_gemv_simd128(const nd_cq *m, const void *q, float *y) {
-    int8_t lq[16];
-    float lscale = nd_cq_a8_levels(m, lq);
-    v128_t lu = wasm_i8x16_add(wasm_v128_load(lq), wasm_i8x16_splat(-128)); /* lq + 128, as unsigned */
+    int8_t hi[16], lo[16];
+    float lscale = nd_cq_a8_levels(m, hi, lo);
+    /* each part plus 128, as unsigned */
+    v128_t hu = wasm_i8x16_add(wasm_v128_load(hi), wasm_i8x16_splat(-128));
+    v128_t lu = wasm_i8x16_add(wasm_v128_load(lo), wasm_i8x16_splat(-128));
     for (uint32_t r = 0; r < m->rows; r += 4) {
-        if (m->bits == 4) rows4(m, q, r, 4, lscale, lu, y);
-        else rows4(m, q, r, 2, lscale, lu, y);
+        if (m->bits == 4) rows4(m, q, r, 4, lscale, hu, lu, y);
+        else rows4(m, q, r, 2, lscale, hu, lu, y);
     }
 }
 

@@ -97,8 +97,8 @@ static void test_reference_bound(void) {
         const nd_cq *m = &sc.m;
         float *y = malloc(m->rows * sizeof(float));
         nd_cq_a8_gemv_ref(m, sc.q, y);
-        int8_t lq[16];
-        double sl = nd_cq_a8_levels(m, lq);
+        int8_t hi[16], lo[16];
+        double sl = nd_cq_a8_levels(m, hi, lo);
         for (uint32_t r = 0; r < m->rows; r++) {
             double want = 0, bound = 0;
             for (uint32_t g = 0; g < m->groups; g++) {
@@ -146,9 +146,9 @@ static void test_extremes(void) {
                 m->levels[at] = wsign;
                 for (uint32_t k = 0; k < m->cols; k++) sc.xr[k] = 0.75f * xsign;
                 nd_cq_a8_quantise_ref(m, sc.xr, sc.q);
-                int8_t lq[16];
-                float lscale = nd_cq_a8_levels(m, lq);
-                CHECK(lq[at] == (int)(127 * wsign), "bits %u: level %d", m->bits, lq[at]);
+                int8_t hi[16], lo[16];
+                float lscale = nd_cq_a8_levels(m, hi, lo);
+                CHECK(hi[at] == (int)(127 * wsign) && lo[at] == 0, "bits %u: level %d %d", m->bits, hi[at], lo[at]);
                 float *y = malloc(m->rows * sizeof(float));
                 nd_cq_a8_gemv_ref(m, sc.q, y);
                 for (uint32_t r = 0; r < m->rows; r++) {
@@ -158,7 +158,7 @@ static void test_extremes(void) {
                         int32_t sum = (int32_t)(wsign * xsign) * 127 * ND_CQ_A8_XMAX * (int32_t)group;
                         CHECK(nd_cq_a8_sums(m, sc.q)[g] == (int32_t)xsign * ND_CQ_A8_XMAX * (int32_t)group, "group sum %d",
                               nd_cq_a8_sums(m, sc.q)[g]);
-                        want += (norm * (xscale(&sc, g) * lscale)) * (float)sum;
+                        want += (norm * (xscale(&sc, g) * lscale)) * (127.0f * (float)sum);
                     }
                     CHECK(y[r] == want, "bits %u group %u case %d row %u: %g, want %g", m->bits, group, case_, r, y[r],
                           want);

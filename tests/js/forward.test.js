@@ -30,7 +30,7 @@ const CASES = [
     geometry: { hidden: 48, queryHeads: 3, kvHeads: 1, lanes: 1, orders: [2], engramTables: 2, sites: [1] } },
   { name: 'ternary, 3 lanes, 3 layers, three orders and sites', bits: 'ternary', group: 64,
     geometry: { lanes: 3, layers: 3, orders: [2, 3, 4], engramTables: 3, sites: [0, 1, 2] } },
-  { name: '4-bit, group 128, 4 lanes, 4 orders, 4 sites, kvBits 4', bits: 4, group: 128, kvLevelFloor: 0.96,
+  { name: '4-bit, group 128, 4 lanes, 4 orders, 4 sites, kvBits 4', bits: 4, group: 128, kvLevelFloor: 0.985,
     geometry: { hidden: 128, headDimension: 32, lanes: 4, layers: 4, orders: [1, 2, 3, 4], engramTables: 4,
       engramSubDimension: 32, sites: [0, 1, 2, 3], kvBits: 4 } },
   { name: 'window 8 with 3 sinks over 24 tokens', geometry: {}, bits: 2, group: 64, window: 8, sinks: 3, length: 24 },
@@ -76,8 +76,9 @@ for (const [i, c] of CASES.entries()) {
     // Measured 3.3e-3 to 8.9e-3 where kvBits is 8, except where A8 itself
     // moves the logits by 1e-2 (c.fastBound: 1.0e-2 and 1.8e-2 measured).
     // With kvBits 2-4 any perturbation moves K/V values across CQ levels (the
-    // reference's own A8 and exact runs differ by up to 0.2 there): 2e-2
-    // (measured up to 7.3e-3), and the cached level indices are compared.
+    // reference's own A8 and exact runs differ by up to 0.2 there): measured
+    // 4.7e-5, 8.7e-4 and 5.5e-3 at kvBits 3, 2 and 4, and the cached level
+    // indices are compared.
     const { logits: a8, kvIndices } = referenceForward(reference, ids, { ...options, a8: true, kvIndices: true });
     const fast = model.logits(ids, { all: true, exact: false, ...options });
     const fastError = Math.max(...fast.map((row, p) => relativeError(row, a8[p])));
@@ -86,15 +87,17 @@ for (const [i, c] of CASES.entries()) {
     console.log(`# ${c.name}: fast vs A8 reference ${fastError.toExponential(2)} (A8 vs exact ${a8Shift.toExponential(2)}), ` +
       `greedy flips ${flips} of ${clear}`);
     const kvBits = c.released ? 8 : { ...BASE, ...c.geometry }.kvBits;
-    assert.ok(fastError <= (c.fastBound ?? (kvBits === 8 ? 1e-2 : 2e-2)), `fast mode drifted from the A8 model: ${fastError}`);
+    assert.ok(fastError <= (c.fastBound ?? 1e-2), `fast mode drifted from the A8 model: ${fastError}`);
     if (kvBits === 8) assert.equal(flips, 0, `fast mode picks another greedy token at ${flips} of ${clear} clear positions`);
     else {
       const share = kvLevelAgreement(model, ids, options, kvIndices);
       console.log(`# ${c.name}: K/V levels as the A8 reference's: ${(share * 100).toFixed(2)}%`);
       // Exact mode matches the exact reference's levels everywhere. Fast mode's
-      // own roundings (tables, 14-bit Phi) move a few of A8's, and with 16
-      // levels (kvBits 4) those move K/V levels: 96.9% measured there,
-      // 99.95% and 100% at kvBits 2 and 3.
+      // own roundings (tables, mHC levels, 14-bit Phi activations) move a few
+      // of A8's, and with 16 levels (kvBits 4) those move K/V levels: 98.93%
+      // measured there, 100% at kvBits 2 and 3. The A8 reference itself keeps
+      // 99.2% of its levels here when every A8 input moves by up to 1e-6 of
+      // itself, 98.4% at 3e-6: 99% needs f32-exact products (README, Tests).
       const floor = c.kvLevelFloor ?? 0.99;
       assert.ok(share >= floor, `fast mode's K/V levels match the A8 reference's at ${share} of entries`);
     }
