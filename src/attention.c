@@ -48,16 +48,17 @@ static void quantise_at(const float *x, uint32_t hd, uint32_t b, float scale, in
     }
 }
 
-/* The scale of block b: its own (whole 0) or the vector's (whole 1). */
-static float block_scale(const float *x, uint32_t hd, uint32_t b, int whole) {
-    return (whole ? amax_of(x, hd, 0, hd) : amax_of(x, hd, b * 32, 32)) / 127.0f;
+/* The scale of block b: its own (whole 0) or the vector's, `vector` (whole 1). */
+static float block_scale(const float *x, uint32_t hd, uint32_t b, int whole, float vector) {
+    return whole ? vector : amax_of(x, hd, b * 32, 32) / 127.0f;
 }
 
 static void quantise_row(const float *x, uint32_t hd, uint32_t hdp, int whole, uint8_t *row) {
     int8_t *qv = (int8_t *)(row + (size_t)(hdp / 32) * 4);
     int16_t q[32];
+    float vector = whole ? amax_of(x, hd, 0, hd) / 127.0f : 0.0f;
     for (uint32_t b = 0; b * 32 < hdp; b++) {
-        float scale = block_scale(x, hd, b, whole);
+        float scale = block_scale(x, hd, b, whole, vector);
         quantise_at(x, hd, b, scale, q);
         memcpy(row + 4 * b, &scale, 4);
         for (uint32_t i = 0; i < 32; i++) qv[b * 32 + i] = (int8_t)q[i];
@@ -66,8 +67,9 @@ static void quantise_row(const float *x, uint32_t hd, uint32_t hdp, int whole, u
 
 static void quantise_query(const float *x, uint32_t hd, uint32_t hdp, int whole, float mul, int16_t *q8,
                            float *qscale) {
+    float vector = whole ? amax_of(x, hd, 0, hd) / 127.0f : 0.0f;
     for (uint32_t b = 0; b * 32 < hdp; b++) {
-        float scale = block_scale(x, hd, b, whole);
+        float scale = block_scale(x, hd, b, whole, vector);
         quantise_at(x, hd, b, scale, q8 + b * 32);
         qscale[b] = scale * mul;
     }
