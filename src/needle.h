@@ -275,7 +275,7 @@ enum { NEEDLE_STEP_DONE = 0, NEEDLE_STEP_REASONING = 1, NEEDLE_STEP_CALL = 2, NE
 /* Produces the next piece of the turn into out (at most cap bytes, *out_len
  * set); returns a NEEDLE_STEP_* kind, or -1 when the turn failed (the
  * envelope says why; the conversation is as before the turn). The first
- * steps of a turn feed its text, 16 tokens each, with no piece (PREFILL):
+ * steps of a turn feed its text, 8 tokens each, with no piece (PREFILL):
  * needle_agent_abort between any two steps undoes the turn. */
 NEEDLE_API int needle_agent_step(needle_agent *agent, char *out, size_t cap, size_t *out_len);
 /* Ends the turn in progress as failed (NEEDLE_E_ABORTED), undoing it. */
