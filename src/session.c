@@ -821,21 +821,29 @@ static void pool_probe(const void *ctx, uint32_t k) {
     }
 }
 
+/* Runs pool_probe over probes first.. of job: in parallel for several cells;
+ * for one (a decoded token) on this thread, where each probe's work (one
+ * dot and one update of d floats) costs less than handing it to a worker. */
+static void pool_probes(pool_job *job, uint32_t probes) {
+    if (job->count > 1) nd_parallel(pool_probe, job, probes);
+    else for (uint32_t k = 0; k < probes; k++) pool_probe(job, k);
+}
+
 /* Pools count cells of kind `cell` (0 the embedding, i + 1 block i's lane
  * mean; rows of d, in position order) into the probes that read them: every
  * probe of every head in Needle 2, each head's probes of that cell in Needle
- * 3. The probes run in parallel, each over the cells in order. */
+ * 3. Each probe runs over the cells in order. */
 static void pool_cells(needle_session *s, const float *cells, uint32_t count, uint32_t cell) {
     const needle_model *m = s->model;
     pool_job job = {s, cells, count, 0};
     if (!count) return;
     if (!ND_IS_V3(&m->archive.geometry)) {
-        nd_parallel(pool_probe, &job, (uint32_t)(s->pool_floats / (2 + m->archive.geometry.hidden)));
+        pool_probes(&job, (uint32_t)(s->pool_floats / (2 + m->archive.geometry.hidden)));
         return;
     }
     for (uint32_t h = 0; h < m->head_count; job.first += m->heads[h++].probes) {
         pool_job one = {s, cells, count, job.first + cell * m->heads[h].per_cell};
-        nd_parallel(pool_probe, &one, m->heads[h].per_cell);
+        pool_probes(&one, m->heads[h].per_cell);
     }
 }
 
