@@ -13,6 +13,10 @@ kind is one of call | multi | refusal | followup.
 Held-out split: whole templates (index % 5 == 3 inside each tool's template list,
 about 20%) and whole values (index % 5 == 2 inside each value pool, about 20%) are
 reserved for held-out examples; train examples never use them.
+
+train-templates.json adds more phrasings per tool to the training split only.
+They were written later, by writers who were not shown the held-out templates,
+so the held-out split is the same as before they came.
 """
 import argparse
 import json
@@ -23,6 +27,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOOLS_PATH = os.path.join(HERE, "..", "..", "web", "tools.json")
+TRAIN_TEMPLATES_PATH = os.path.join(HERE, "train-templates.json")
 
 KIND_SHARES = (("multi", 0.10), ("refusal", 0.12), ("followup", 0.08))  # rest: call
 SYSTEM_SHARE = 0.40
@@ -2165,6 +2170,14 @@ def build_templates():
     return by_tool, none
 
 
+def train_only_templates():
+    """{tool: [Template]} from train-templates.json (ids tool.tNN)."""
+    with open(TRAIN_TEMPLATES_PATH, encoding="utf-8") as f:
+        texts = json.load(f)
+    return {tool: [Template("%s.t%02d" % (tool, i + 1), tool, t) for i, t in enumerate(lst)]
+            for tool, lst in texts.items()}
+
+
 def split_templates(lst):
     held = [t for i, t in enumerate(lst) if i % 5 == 3]
     if len(held) < 2:
@@ -2498,6 +2511,8 @@ class Generator:
         if missing:
             raise ValueError("no templates for %s" % missing)
         self.tsplit = {n: split_templates(by_tool[n]) for n in self.names}
+        for n, extra in train_only_templates().items():
+            self.tsplit[n]["train"] += extra
         self.nsplit = split_templates(none)
 
     def pick_tools(self, rng, needed, exclude=()):
