@@ -42,7 +42,7 @@ PAD, EOS, BOS = 0, 1, 2
 # has a previous-piece feature from the start, the first half of copying a
 # value by content. The model before this one (orders [2, 3] at dilation 3,
 # 1,300 steps) made 22.5% exact calls on the held-out commands; the first
-# with these sites 37.3% (README, "The demo model").
+# with these sites 37.3% (that manifest.json, in git history).
 GEOMETRY = dict(
     kvWindow=512, kvBits=8, vocabulary=4096, hidden=128, queryHeads=4, kvHeads=2, layers=6,
     headDimension=32, maximumSequence=512, hadamardDimension=128, lanes=2, engramSlots=2048,
