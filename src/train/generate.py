@@ -2512,6 +2512,10 @@ class Generator:
             raise ValueError("no templates for %s" % missing)
         self.tsplit = {n: split_templates(by_tool[n]) for n in self.names}
         for n, extra in train_only_templates().items():
+            held = {t.text for t in self.tsplit[n]["heldout"]}
+            leaked = [t.text for t in extra if t.text in held]
+            if leaked:
+                raise ValueError("train-templates.json repeats held-out templates of %s: %s" % (n, leaked))
             self.tsplit[n]["train"] += extra
         self.nsplit = split_templates(none)
 
