@@ -46,7 +46,7 @@ export async function evaluate(model, examples, { exact = false, allTools = fals
       const turns = [];
       for (const [i, turn] of example.turns.entries()) {
         const start = performance.now();
-        const envelope = i === 0
+        const envelope = 'query' in turn
           ? await agent.complete(turn.query, { kind: 'query' })
           : await agent.complete(turn.result, { kind: 'tool_result' });
         const ms = performance.now() - start;
@@ -97,6 +97,13 @@ export function agreement(a, b) {
   return a.filter((r, i) => sameJson(r.turns[0].calls, b[i].turns[0].calls)).length / a.length;
 }
 
+/** Later requests (a new query after the first turn) that were reached,
+ *  every turn before them right, and how many of those were right. */
+export function laterRequests(results) {
+  const reached = results.flatMap((r) => r.turns.filter((t, i) => i > 0 && 'query' in r.example.turns[i]));
+  return { reached: reached.length, right: reached.filter((t) => t.correct).length };
+}
+
 /** The figures of one evaluation run. */
 export function summarise(results) {
   const first = results.map((r) => r.turns[0]);
@@ -114,6 +121,7 @@ export function summarise(results) {
     exact_call: results.filter((r) => r.correct).length / results.length,
     by_kind: byKind,
     retrieval_top5: retrieved.length / called.length,
+    ...(results.some((r) => r.example.turns.some((t, i) => i > 0 && 'query' in t)) && { later_requests: laterRequests(results) }),
     command_ms: { median: ms[Math.floor(ms.length / 2)], p90: ms[Math.floor(ms.length * 0.9)] },
   };
 }

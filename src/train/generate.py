@@ -8,7 +8,8 @@ Standard library only. Reads the tool catalogue from ../../web/tools.json.
 
 Each example is one JSON line:
   {"split", "template", "kind", "system", "tools", "turns": [...]}
-kind is one of call | multi | refusal | followup.
+kind is one of call | multi | refusal | followup; a training conversation
+may go on with later requests (generate's `later`).
 
 Held-out split: whole templates (index % 5 == 3 inside each tool's template list,
 about 20%) and whole values (index % 5 == 2 inside each value pool, about 20%) are
@@ -2269,11 +2270,11 @@ def validate_example(ex, tools_by_name):
     n = len(ex["turns"][0]["calls"])
     if not (lo <= n <= hi):
         raise ValueError("kind %s with %d calls" % (ex["kind"], n))
-    if ex["kind"] == "followup":
-        if len(ex["turns"]) != 2 or ex["turns"][1]["calls"]:
-            raise ValueError("bad followup")
-    elif len(ex["turns"]) != 1:
-        raise ValueError("bad turn count")
+    own = 2 if ex["kind"] == "followup" else 1
+    if len(ex["turns"]) < own or any("query" not in t for t in ex["turns"][own:]):
+        raise ValueError("bad turns of a %s example" % ex["kind"])
+    if ex["kind"] == "followup" and ("result" not in ex["turns"][1] or ex["turns"][1]["calls"]):
+        raise ValueError("bad followup")
 
 
 # ---------------------------------------------------------------------------
@@ -2605,7 +2606,23 @@ class Generator:
         turns.append({"result": res, "reasoning": rng.choice(RESULT_REASONS[cls]), "calls": []})
         return tid, declared, turns
 
-    def make(self, rng, split, n):
+    def request(self, rng, split, declared):
+        """A later request of a conversation over the declared tools: a call
+        to one of them, or (one in eight) a request none of them fits."""
+        if rng.random() >= 0.125:
+            tool = rng.choice(declared)
+            tpl, segs = self.single(rng, split, tool)
+            segs, _ = apply_noise(rng, segs, tpl.prefixes, tpl.text.startswith(QUESTION_STARTS), tpl.tail)
+            call, reason = build_call(self.by_name[tool], segs)
+            return {"query": segs_text(segs), "reasoning": reason, "calls": [call]}
+        others = [n for n in self.names
+                  if n not in declared and not any(c in declared for c in CONFLICT.get(n, []))]
+        tpl, segs = self.single(rng, split, rng.choice(others))
+        segs, core = apply_noise(rng, segs, tpl.prefixes, tpl.text.startswith(QUESTION_STARTS), False)
+        key = segs_text(segs[core[0]:core[1]]).strip()
+        return {"query": segs_text(segs), "reasoning": "no tool for '%s'" % key, "calls": []}
+
+    def make(self, rng, split, n, later=0.0):
         kinds = []
         for k, share in KIND_SHARES:
             kinds += [k] * int(round(n * share))
@@ -2618,6 +2635,8 @@ class Generator:
             fn = {"call": self.ex_call, "multi": self.ex_multi,
                   "refusal": self.ex_refusal, "followup": self.ex_followup}[kind]
             tid, declared, turns = fn(rng, split)
+            if later and rng.random() < later:
+                turns += [self.request(rng, split, declared) for _ in range(rng.randint(1, 2))]
             ex = {"split": split, "template": tid, "kind": kind, "system": system,
                   "tools": declared, "turns": turns}
             validate_example(ex, self.by_name)
@@ -2630,15 +2649,24 @@ def load_tools():
         return json.load(f)
 
 
-def generate(seed, n_train, n_heldout, synthetic=0.0):
+def generate(seed, n_train, n_heldout, synthetic=0.0, later=0.0):
     """Returns (train_examples, heldout_examples); synthetic: the share of
-    invented free-text values in training examples (see SYNTHETIC)."""
+    invented free-text values in training examples (see SYNTHETIC); later:
+    the share of training conversations that go on with one or two more
+    requests over the same tools (spec section 7's new-query turn), so the
+    tools block, most of every prompt, serves several trained targets."""
     global SYNTHETIC
     SYNTHETIC = synthetic
     gen = Generator(load_tools())
-    train = gen.make(random.Random("train-%d" % seed), "train", n_train)
+    train = gen.make(random.Random("train-%d" % seed), "train", n_train, later)
     held = gen.make(random.Random("heldout-%d" % seed), "heldout", n_heldout)
     return train, held
+
+
+def conversations(seed, n):
+    """n held-out conversations, each going on with one or two later
+    requests: how the model does past its first turn."""
+    return Generator(load_tools()).make(random.Random("conversations-%d" % seed), "heldout", n, 1.0)
 
 
 def template_counts():

@@ -24,15 +24,17 @@ if (!to) {
 mkdirSync(to, { recursive: true });
 if (!measureOnly) {
   copyFileSync(join(from, 'demo.cact'), join(to, 'needle-demo.cact'));
-  for (const f of ['heldout.jsonl', 'reference.json', 'reference-logits.f32']) copyFileSync(join(from, f), join(to, f));
+  for (const f of ['heldout.jsonl', 'conversations.jsonl', 'reference.json', 'reference-logits.f32']) {
+    copyFileSync(join(from, f), join(to, f));
+  }
 }
 const archive = join(to, 'needle-demo.cact');
 const examples = heldout(join(to, 'heldout.jsonl'));
 
-async function run(variant, options) {
+async function run(variant, options, list = examples) {
   const model = await loadModelInThread(archive, { wasm: variant, threads: variant === 'threads' ? 2 : 1 });
   try {
-    return await evaluate(model, examples, options);
+    return await evaluate(model, list, options);
   } finally {
     await model.free();
   }
@@ -47,6 +49,7 @@ const threads = await run('threads', {});
 const allTools = await run('simd', { allTools: true });
 log(`all tools ${JSON.stringify(summarise(allTools))}`);
 const sampled = await run('simd', { sampling: { temperature: 1, seed: 7 } });
+const conversations = await run('simd', {}, heldout(join(to, 'conversations.jsonl')));
 
 const figures = {
   heldout: {
@@ -57,6 +60,7 @@ const figures = {
     threads_vs_fast_same_call: agreement(threads, fast),
     all_18_tools: summarise(allTools),
   },
+  conversations: summarise(conversations),
   confidence: {
     greedy: confidenceFigures(fast),
     sampled_temperature_1: confidenceFigures(sampled),
@@ -106,7 +110,8 @@ function provenance() {
     },
     seed: recipe.seed,
     data: { generator: `src/train/generate.py --seed ${recipe.seed} --train ${recipe.train} --heldout ${examples.length}, `
-      + `${Math.round(recipe.synthetic * 100)}% of the free-text values of training commands invented (--synthetic ${recipe.synthetic})`,
+      + `${Math.round(recipe.synthetic * 100)}% of the free-text values of training commands invented (--synthetic ${recipe.synthetic})`
+      + (recipe.later ? `, ${Math.round(recipe.later * 100)}% of training conversations going on with one or two later requests (--later ${recipe.later})` : ''),
       heldout: counts(examples) },
     training: {
       phases: phases(train),

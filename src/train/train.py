@@ -120,12 +120,14 @@ class Renderer:
         return f"<think>{turn['reasoning']}</think>\n<tool_call>{compact(turn['calls'])}</tool_call><|im_end|>"
 
     def example(self, ex, eos=True):
-        """(ids, loss mask) of a whole example: BOS + prompt + target [+ result turn + target] + EOS."""
+        """(ids, loss mask) of a whole example: BOS + prompt + target [+ later
+        turn + target ...] + EOS; a later turn is a tool result or a new query."""
         ids = [BOS] + self.encode(self.prompt(ex))
         mask = [0] * len(ids)
         for n, turn in enumerate(ex["turns"]):
             if n:
-                text = f"\n<|im_start|>user\n<tool_result>{compact(turn['result'])}</tool_result><|im_end|>\n<|im_start|>assistant\n"
+                said = turn["query"] if "query" in turn else f"<tool_result>{compact(turn['result'])}</tool_result>"
+                text = f"\n<|im_start|>user\n{said}<|im_end|>\n<|im_start|>assistant\n"
                 part = self.continuation(text)
                 ids += part
                 mask += [0] * len(part)
@@ -302,7 +304,7 @@ def reference_logits(renderer, heldout, archive, out):
 
 
 # The arguments of a base run and of a heads run that publish.mjs reports in the manifest.
-RECIPE = ["seed", "train", "synthetic", "steps", "batch_tokens", "lr", "warmup", "qat_share", "bits"]
+RECIPE = ["seed", "train", "synthetic", "later", "steps", "batch_tokens", "lr", "warmup", "qat_share", "bits"]
 HEADS_RECIPE = ["contrastive_steps", "confidence_steps", "confidence_examples", "own_calls", "own_synthetic"]
 
 
@@ -312,6 +314,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--train", type=int, default=60000)
     ap.add_argument("--heldout", type=int, default=600)
+    ap.add_argument("--conversations", type=int, default=200, help="held-out conversations with later requests")
     ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--batch-tokens", type=int, default=8192)
     ap.add_argument("--lr", type=float, default=3e-3)
@@ -321,6 +324,7 @@ def main():
     ap.add_argument("--resume", default="", help="start the base from this checkpoint")
     ap.add_argument("--batch-seed", type=int, default=None, help="seed of the batch order (default --seed)")
     ap.add_argument("--synthetic", type=float, default=0.0, help="share of invented free-text values (generate.py)")
+    ap.add_argument("--later", type=float, default=0.0, help="share of conversations with later requests (generate.py)")
     ap.add_argument("--contrastive-steps", type=int, default=1200)
     ap.add_argument("--confidence-steps", type=int, default=600)
     ap.add_argument("--confidence-examples", type=int, default=2048, help="pairs the confidence head learns from")
@@ -342,8 +346,8 @@ def main():
         logf.write(msg + "\n")
         logf.flush()
 
-    from generate import generate
-    train, heldout = generate(args.seed, args.train, args.heldout, args.synthetic)
+    from generate import generate, conversations
+    train, heldout = generate(args.seed, args.train, args.heldout, args.synthetic, args.later)
     tokenizer = os.path.join(args.out, "tokenizer.model")
     if args.stage in ("all", "base") or not os.path.exists(tokenizer):
         tokenizer = train_tokenizer(args.out, GEOMETRY["vocabulary"])
@@ -374,6 +378,8 @@ def main():
     reference_logits(renderer, heldout, archive, args.out)
     with open(os.path.join(args.out, "heldout.jsonl"), "w") as f:
         f.writelines(json.dumps(ex) + "\n" for ex in heldout)
+    with open(os.path.join(args.out, "conversations.jsonl"), "w") as f:
+        f.writelines(json.dumps(ex) + "\n" for ex in conversations(args.seed, args.conversations))
     log("exported " + archive)
 
 
