@@ -14,9 +14,9 @@ import { CallScanner } from '../../js/openai-chunks.js';
 
 const DECLARATIONS = JSON.parse(readFileSync(new URL('../../dist/demo-tools.json', import.meta.url), 'utf8'));
 const TOOLS = DECLARATIONS.map((fn) => ({ type: 'function', function: fn }));
-const QUERIES = ['set a timer for 10 minutes', 'what is the weather in Paris tomorrow', 'rent a car in Hanoi',
+const QUERIES = ['set a timer for 10 minutes', 'what is the weather in Paris tomorrow', 'order a pizza',
   'lock the front door and set the heating to 21 degrees'];
-const REFUSED = 'rent a car in Hanoi'; // the demo model calls nothing for it (checked below)
+const REFUSED = 'order a pizza'; // the demo model calls nothing for it (checked below)
 const MULTI = 'lock the front door and set the heating to 21 degrees'; // it makes several calls
 
 let model;
