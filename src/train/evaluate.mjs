@@ -97,10 +97,12 @@ export function agreement(a, b) {
   return a.filter((r, i) => sameJson(r.turns[0].calls, b[i].turns[0].calls)).length / a.length;
 }
 
-/** Later requests (a new query after the first turn) that were reached,
- *  every turn before them right, and how many of those were right. */
+/** Whether turn i of an example is a later request: a new query after the first turn. */
+const isLater = (example, i) => i > 0 && 'query' in example.turns[i];
+
+/** Later requests that were reached, every turn before them right, and how many of those were right. */
 export function laterRequests(results) {
-  const reached = results.flatMap((r) => r.turns.filter((t, i) => i > 0 && 'query' in r.example.turns[i]));
+  const reached = results.flatMap((r) => r.turns.filter((t, i) => isLater(r.example, i)));
   return { reached: reached.length, right: reached.filter((t) => t.correct).length };
 }
 
@@ -121,7 +123,7 @@ export function summarise(results) {
     exact_call: results.filter((r) => r.correct).length / results.length,
     by_kind: byKind,
     retrieval_top5: retrieved.length / called.length,
-    ...(results.some((r) => r.example.turns.some((t, i) => i > 0 && 'query' in t)) && { later_requests: laterRequests(results) }),
+    ...(results.some((r) => r.example.turns.some((t, i) => isLater(r.example, i))) && { later_requests: laterRequests(results) }),
     command_ms: { median: ms[Math.floor(ms.length / 2)], p90: ms[Math.floor(ms.length * 0.9)] },
   };
 }

@@ -2537,12 +2537,23 @@ class Generator:
         tpl = rng.choice(cands)
         return tpl, tpl.render(Ctx(rng, split))
 
+    def call_turn(self, rng, tool, tpl, segs):
+        """The turn of a rendered request for `tool`: noise, then its call."""
+        segs, _ = apply_noise(rng, segs, tpl.prefixes, tpl.text.startswith(QUESTION_STARTS), tpl.tail)
+        call, reason = build_call(self.by_name[tool], segs)
+        return {"query": segs_text(segs), "reasoning": reason, "calls": [call]}
+
+    @staticmethod
+    def refusal_turn(rng, tpl, segs):
+        """The turn of a rendered request that no declared tool fits."""
+        segs, core = apply_noise(rng, segs, tpl.prefixes, tpl.text.startswith(QUESTION_STARTS), False)
+        key = segs_text(segs[core[0]:core[1]]).strip()
+        return {"query": segs_text(segs), "reasoning": "no tool for '%s'" % key, "calls": []}
+
     def ex_call(self, rng, split):
         tool = rng.choice(self.names)
         tpl, segs = self.single(rng, split, tool)
-        segs, core = apply_noise(rng, segs, tpl.prefixes, tpl.text.startswith(QUESTION_STARTS), tpl.tail)
-        call, reason = build_call(self.by_name[tool], segs)
-        turn = {"query": segs_text(segs), "reasoning": reason, "calls": [call]}
+        turn = self.call_turn(rng, tool, tpl, segs)
         return tpl.id, self.pick_tools(rng, [tool]), [turn]
 
     def ex_multi(self, rng, split):
@@ -2595,10 +2606,7 @@ class Generator:
             tpl = rng.choice(self.nsplit[split])
             segs = tpl.render(Ctx(rng, split))
             declared = self.pick_tools(rng, [], ["search_web"] if tpl.info else [])
-        segs, core = apply_noise(rng, segs, tpl.prefixes, tpl.text.startswith(QUESTION_STARTS), False)
-        key = segs_text(segs[core[0]:core[1]]).strip()
-        turn = {"query": segs_text(segs), "reasoning": "no tool for '%s'" % key, "calls": []}
-        return tpl.id, declared, [turn]
+        return tpl.id, declared, [self.refusal_turn(rng, tpl, segs)]
 
     def ex_followup(self, rng, split):
         tid, declared, turns = self.ex_call(rng, split)
@@ -2611,16 +2619,10 @@ class Generator:
         to one of them, or (one in eight) a request none of them fits."""
         if rng.random() >= 0.125:
             tool = rng.choice(declared)
-            tpl, segs = self.single(rng, split, tool)
-            segs, _ = apply_noise(rng, segs, tpl.prefixes, tpl.text.startswith(QUESTION_STARTS), tpl.tail)
-            call, reason = build_call(self.by_name[tool], segs)
-            return {"query": segs_text(segs), "reasoning": reason, "calls": [call]}
+            return self.call_turn(rng, tool, *self.single(rng, split, tool))
         others = [n for n in self.names
                   if n not in declared and not any(c in declared for c in CONFLICT.get(n, []))]
-        tpl, segs = self.single(rng, split, rng.choice(others))
-        segs, core = apply_noise(rng, segs, tpl.prefixes, tpl.text.startswith(QUESTION_STARTS), False)
-        key = segs_text(segs[core[0]:core[1]]).strip()
-        return {"query": segs_text(segs), "reasoning": "no tool for '%s'" % key, "calls": []}
+        return self.refusal_turn(rng, *self.single(rng, split, rng.choice(others)))
 
     def make(self, rng, split, n, later=0.0):
         kinds = []
