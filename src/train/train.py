@@ -52,12 +52,15 @@ GROUP = 64
 
 
 BIT_MAPS = {
+    # CQ4 for every CQ matrix, the demo model's map: its base made 56.5%
+    # exact calls on the held-out commands against 50.2% with the released
+    # map, the same recipe otherwise (README).
+    "4": lambda name: 4,
     # The released archive's map: CQ4 for the embedding and the mHC Phi
     # matrices, CQ2 for every other CQ matrix.
     "released": lambda name: 4 if name == "embedding" or name.startswith("mhc.phi_") else 2,
-    "4": lambda name: 4,
 }
-bit_map = BIT_MAPS["released"]
+bit_map = BIT_MAPS["4"]
 
 
 def compact(x):
@@ -332,7 +335,7 @@ def main():
     ap.add_argument("--own-synthetic", type=float, default=0.5, help="share of invented values in those commands")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--stage", default="all", choices=["all", "base", "heads", "export"])
-    ap.add_argument("--bits", default="released", choices=sorted(BIT_MAPS), help="the CQ bit map (QAT and export)")
+    ap.add_argument("--bits", default="4", choices=sorted(BIT_MAPS), help="the CQ bit map (QAT and export)")
     args = ap.parse_args()
     global bit_map
     bit_map = BIT_MAPS[args.bits]
