@@ -58,10 +58,8 @@ def main():
         model = Needle(geometry, T.bit_map, T.GROUP).double()
         T.load_archive(model, args.run)
     else:
-        with open(os.path.join(args.run, "weights.json")) as f:
-            geometry = json.load(f)["geometry"]
-        model = Needle(geometry, T.bit_map, T.GROUP)
-        model.load_state_dict(torch.load(os.path.join(args.run, "checkpoint.pt")))
+        model = T.load_run(args.run)
+        geometry = model.g
     ids, where = probe_batch(args.count, geometry["vocabulary"], args.length, torch.Generator().manual_seed(1))
     with torch.no_grad():
         guess = model(ids[:, :-1], at=where).argmax(-1)

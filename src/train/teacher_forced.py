@@ -22,7 +22,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import train as T  # noqa: E402
 from generate import generate  # noqa: E402
-from model import Needle  # noqa: E402
 
 
 def values(turn):
@@ -60,10 +59,7 @@ def main():
     torch.set_num_threads(2)
     sp = spm.SentencePieceProcessor(model_file=os.path.join(args.run, "tokenizer.model"))
     renderer = T.Renderer(sp, T.load_tools())
-    with open(os.path.join(args.run, "weights.json")) as f:
-        geometry = json.load(f)["geometry"]
-    model = Needle(geometry, T.bit_map, T.GROUP)
-    model.load_state_dict(torch.load(os.path.join(args.run, "checkpoint.pt")))
+    model = T.load_run(args.run)
     model.qat = model.a8 = True
     fresh, heldout = generate(101, args.count, args.count, 0.5)
     counts = {"value": [0, 0], "structure": [0, 0]}

@@ -236,6 +236,16 @@ def save_weights(model, out):
         json.dump({"geometry": model.g, "group": model.group, "bits": bits, "tensors": tensors}, f)
 
 
+def load_run(run):
+    """The model of a training directory (checkpoint.pt), at the geometry,
+    group and bit map its weights.json records (not this module's defaults)."""
+    with open(os.path.join(run, "weights.json")) as f:
+        w = json.load(f)
+    model = Needle(w["geometry"], lambda name: w["bits"][name], w["group"])
+    model.load_state_dict(torch.load(os.path.join(run, "checkpoint.pt")))
+    return model
+
+
 def load_archive(model, path):
     """The archive's dequantised weights into model (float64), name for name."""
     records = cact.read_archive(path)
