@@ -76,6 +76,21 @@ def train_contrastive(model, renderer, train, log, steps=400, batch=64, tau=0.1,
             log(f"contrastive step {step + 1}/{steps} loss {loss.item():.4f}")
 
 
+def garbled(value, rng):
+    """value as the model most often gets a held-out value wrong: cut short
+    ("Ben" for "Bengali"), its last word dropped, or a piece of it repeated
+    ("Casablanlanca")."""
+    words = value.split()
+    how = rng.randrange(3)
+    if how == 0 and len(words) > 1:
+        return " ".join(words[:-1])
+    cut = rng.randrange(1, len(value) - 1)
+    if how == 2:
+        start = rng.randrange(max(0, cut - 3), cut)
+        return value[:cut] + value[start:]
+    return value[:cut]
+
+
 def corrupt(ex, tools, rng, values):
     """A copy of a single-turn example whose call is wrong, and what was done."""
     ex = copy.deepcopy(ex)
@@ -87,8 +102,17 @@ def corrupt(ex, tools, rng, values):
         turn["calls"] = [{"name": name, "arguments": rng.choice(values[name])}] if values[name] else []
         return ex, "call where none fits"
     call = rng.choice(calls)
-    kinds = ["wrong tool", "wrong value", "missing argument", "no call"]
+    kinds = ["wrong tool", "wrong value", "garbled value", "missing argument", "no call"]
     kind = rng.choice(kinds)
+    if kind == "garbled value":
+        strings = [k for k, v in call["arguments"].items() if isinstance(v, str) and len(v) > 2]
+        if strings:
+            key = rng.choice(strings)
+            right = call["arguments"][key]
+            call["arguments"][key] = garbled(right, rng)
+            turn["reasoning"] = turn["reasoning"].replace(f"'{right}'", f"'{call['arguments'][key]}'")
+        else:
+            kind = "wrong value"
     if kind == "wrong tool":
         others = [n for n in ex["tools"] if n != call["name"]]
         if not others:
@@ -192,18 +216,27 @@ def freeze_quantised(model):
     model.qat, model.a8 = False, True
 
 
-def train_heads(model, renderer, train, args, log, own=()):
+def restore(model, base):
+    with torch.no_grad():
+        for name, weights in base.items():
+            model.p[name].copy_(weights)
+
+
+def train_heads(model, renderer, train, args, log, own_calls_of):
     """Both heads on the frozen base, which then gets its own weights back:
     the exporter quantises them, and quantising the dequantised matrices a
-    second time moves their levels (it measurably cost held-out calls)."""
+    second time moves their levels (it measurably cost held-out calls).
+    own_calls_of(model) runs between the two, so the base's own calls are
+    made as users run it, with its retrieval head trained."""
     base = {name: p.detach().clone() for name, p in model.p.items() if "_head__" not in name}
     freeze_quantised(model)
     for name, p in model.p.items():
         p.requires_grad_("_head__" in name)
     train_contrastive(model, renderer, train, log, steps=args.contrastive_steps)
+    restore(model, base)
+    own = own_calls_of(model)
+    freeze_quantised(model)
     train_confidence(model, renderer, train, log, steps=args.confidence_steps, own=own,
                      count=args.confidence_examples)
-    with torch.no_grad():
-        for name, weights in base.items():
-            model.p[name].copy_(weights)
+    restore(model, base)
     model.a8 = False

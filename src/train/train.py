@@ -382,8 +382,7 @@ def main():
     if args.stage in ("all", "heads"):
         import heads
         log("heads recipe " + json.dumps({k: getattr(args, k) for k in HEADS_RECIPE}))
-        own = own_calls(model, tokenizer, args, log)
-        heads.train_heads(model, renderer, train, args, log, own)
+        heads.train_heads(model, renderer, train, args, log, lambda m: own_calls(m, tokenizer, args, log))
         torch.save(model.state_dict(), ckpt)
     save_weights(model, args.out)
     archive = os.path.join(args.out, "demo.cact")
