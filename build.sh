@@ -147,10 +147,11 @@ train() {
   # A8 fake quantisation at CQ4 for every matrix (train.py's default map;
   # the released map, CQ2 for all but the embedding and the mHC Phi, made
   # 50.2% exact calls of the base against 56.5%); then the probe heads on
-  # the frozen base, the
-  # confidence head on 4,096 of the base's own calls on commands whose
-  # free-text values are all invented (its mistakes are then copying
-  # mistakes, as on held-out commands) and 2,048 targets and corruptions.
+  # the frozen base: the retrieval head first, then the confidence head on
+  # 4,096 of the model's own calls (made after the retrieval head, as the
+  # engine makes them) on commands whose free-text values are all invented
+  # (its mistakes are then copying mistakes, as on held-out commands) and
+  # 6,144 targets and corruptions, garbled values among them.
   # Steps of 4,096 tokens beat steps of 8,192 on the same tokens (41.8%
   # exact calls against 37.3%, heads trained alike; README) and run faster
   # per token on this model's small products. With the generator's phrasings
