@@ -147,11 +147,12 @@ train() {
   # A8 fake quantisation at CQ4 for every matrix (train.py's default map;
   # the released map, CQ2 for all but the embedding and the mHC Phi, made
   # 50.2% exact calls of the base against 56.5%); then the probe heads on
-  # the frozen base: the retrieval head first, then the confidence head on
-  # 4,096 of the model's own calls (made after the retrieval head, as the
-  # engine makes them) on commands whose free-text values are all invented
-  # (its mistakes are then copying mistakes, as on held-out commands) and
-  # 6,144 targets and corruptions, garbled values among them.
+  # the frozen base: the retrieval head first (each right tool of a command
+  # against the wrong ones), then the confidence head on 8,192 of the model's
+  # own calls (made after the retrieval head, as the engine makes them) on
+  # commands whose free-text values are all invented (its mistakes are then
+  # copying mistakes, as on held-out commands) and 1,024 targets and
+  # corruptions, garbled values among them, at lr 1e-3 for 1,500 steps.
   # Steps of 4,096 tokens beat steps of 8,192 on the same tokens (41.8%
   # exact calls against 37.3%, heads trained alike; README) and run faster
   # per token on this model's small products. With the generator's phrasings
@@ -163,7 +164,7 @@ train() {
   export OPENBLAS_NUM_THREADS=1
   local train="/usr/bin/python3 src/train/train.py --out build/train --seed 1 --batch-tokens 4096 --train 90000 --synthetic 0.6 --later 0.5 --threads 1"
   $train --stage base --steps 5000 --warmup 200 --lr 3e-3 --qat-share 0.3
-  $train --stage heads --own-calls 4096 --own-synthetic 1.0 --confidence-examples 6144
+  $train --stage heads --own-calls 8192 --own-synthetic 1.0 --corrupted-examples 1024 --confidence-steps 1500 --confidence-lr 1e-3
   node src/train/publish.mjs build/train src/train/demo-model
 }
 

@@ -118,9 +118,9 @@ function provenance() {
       note: `one phase: ${base.steps} steps of ${recipe.batch_tokens} tokens on a cosine schedule (lr ${recipe.lr}, warmup `
         + `${recipe.warmup}), the last ${Math.round(recipe.qat_share * 100)}% with CQ and A8 fake quantisation; then the heads `
         + `on the frozen base: ${heads.contrastive_steps} contrastive steps, and ${heads.confidence_steps} confidence steps `
-        + `on ${heads.confidence_examples} calls, ${heads.own_calls} of them the base model's own calls on fresh commands `
-        + `(${Math.round(heads.own_synthetic * 100)}% of their free-text values invented; ${ownRight[1]} of them right), `
-        + 'the rest training targets and corrupted calls (train.log has each step)',
+        + `(lr ${heads.confidence_lr}) on ${heads.own_calls} of the base model's own calls on fresh commands `
+        + `(${Math.round(heads.own_synthetic * 100)}% of their free-text values invented; ${ownRight[1]} of them right) `
+        + `and ${heads.corrupted_examples} training targets and corrupted calls (train.log has each step)`,
     },
   };
 }

@@ -317,8 +317,8 @@ def reference_logits(renderer, heldout, archive, out):
 
 
 # The arguments of a base run and of a heads run that publish.mjs reports in the manifest.
-RECIPE = ["seed", "train", "synthetic", "later", "steps", "batch_tokens", "lr", "warmup", "qat_share", "bits"]
-HEADS_RECIPE = ["contrastive_steps", "confidence_steps", "confidence_examples", "own_calls", "own_synthetic"]
+RECIPE = ["seed", "train", "synthetic", "later", "steps", "batch_tokens", "lr", "warmup", "qat_share", "bits", "vocabulary"]
+HEADS_RECIPE = ["contrastive_steps", "confidence_steps", "confidence_lr", "corrupted_examples", "own_calls", "own_synthetic"]
 
 
 def main():
@@ -339,16 +339,20 @@ def main():
     ap.add_argument("--synthetic", type=float, default=0.0, help="share of invented free-text values (generate.py)")
     ap.add_argument("--later", type=float, default=0.0, help="share of conversations with later requests (generate.py)")
     ap.add_argument("--contrastive-steps", type=int, default=1200)
-    ap.add_argument("--confidence-steps", type=int, default=600)
-    ap.add_argument("--confidence-examples", type=int, default=2048, help="pairs the confidence head learns from")
+    ap.add_argument("--confidence-steps", type=int, default=1500)
+    ap.add_argument("--confidence-lr", type=float, default=1e-3)
+    ap.add_argument("--corrupted-examples", type=int, default=1024,
+                    help="training targets and corrupted calls, half and half, beside the own calls")
     ap.add_argument("--own-calls", type=int, default=1024, help="fresh commands whose own calls the confidence head sees")
     ap.add_argument("--own-synthetic", type=float, default=0.5, help="share of invented values in those commands")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--stage", default="all", choices=["all", "base", "heads", "export"])
+    ap.add_argument("--vocabulary", type=int, default=GEOMETRY["vocabulary"], help="pieces of the tokenizer and the model")
     ap.add_argument("--bits", default="4", choices=sorted(BIT_MAPS), help="the CQ bit map (QAT and export)")
     args = ap.parse_args()
     global bit_map
     bit_map = BIT_MAPS[args.bits]
+    GEOMETRY["vocabulary"] = args.vocabulary
     os.makedirs(args.out, exist_ok=True)
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
