@@ -186,7 +186,37 @@ def optimiser(params, lr):
                              lr=lr, betas=(0.9, 0.95))
 
 
-def train_base(model, encoded, args, log):
+def start_ranks(args):
+    """Forks args.ranks - 1 processes beside this one for data-parallel
+    training (one core each: two torch threads in one process ran slower
+    than one here) and joins them in a gloo group; returns this process's rank."""
+    import torch.distributed as dist
+    store = os.path.abspath(os.path.join(args.out, "ranks.rendezvous"))  # a file:// URL
+    if os.path.exists(store):
+        os.remove(store)
+    rank = 0
+    for r in range(1, args.ranks):
+        if os.fork() == 0:
+            rank = r
+            break
+    dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=args.ranks)
+    return rank
+
+
+def average_gradients(params, tokens):
+    """Every rank's gradients averaged (so the ranks take the same step and
+    stay identical), and the tokens of all ranks' batches summed."""
+    import torch.distributed as dist
+    world = dist.get_world_size()
+    grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+    flat = torch.cat([g.reshape(-1) for g in grads] + [torch.tensor([float(tokens)])])
+    dist.all_reduce(flat)
+    for p, g in zip(params, torch._utils._unflatten_dense_tensors(flat[:-1] / world, grads)):
+        p.grad = g
+    return int(flat[-1].item())
+
+
+def train_base(model, encoded, args, log, rank=0):
     base = [p for n, p in model.p.items() if "_head__" not in n]
     opt = optimiser(base, args.lr)
     rng = random.Random(args.batch_seed if args.batch_seed is not None else args.seed)
@@ -194,7 +224,9 @@ def train_base(model, encoded, args, log):
     qat_from = int(args.steps * (1 - args.qat_share))
     last = args.stop_at or args.steps
     while step < last:
-        for idx in batches(encoded, args.batch_tokens, rng):
+        # Every rank draws the same batch list and takes its share of it.
+        every = batches(encoded, args.batch_tokens, rng)
+        for idx in every[:len(every) - len(every) % args.ranks][rank::args.ranks]:
             if step >= last:
                 break
             warm = min(1.0, (step + 1) / args.warmup)
@@ -206,17 +238,20 @@ def train_base(model, encoded, args, log):
             loss = lm_loss(model, ids, mask)
             opt.zero_grad()
             loss.backward()
+            tokens += average_gradients(base, ids.numel()) if args.ranks > 1 else ids.numel()
             torch.nn.utils.clip_grad_norm_(base, 1.0)
             opt.step()
             step += 1
-            tokens += ids.numel()
+            if rank:
+                continue
             if step % 50 == 0 or step == last:
                 elapsed = time.time() - start
                 log(f"step {step}/{args.steps} loss {loss.item():.4f} lr {lr:.2e} qat {model.qat} "
                     f"{tokens / elapsed:.0f} tok/s {elapsed / 60:.1f} min")
             if step % 200 == 0:
                 torch.save(model.state_dict(), os.path.join(args.out, "checkpoint.pt"))
-    torch.save(model.state_dict(), os.path.join(args.out, "checkpoint.pt"))
+    if rank == 0:
+        torch.save(model.state_dict(), os.path.join(args.out, "checkpoint.pt"))
     return tokens, time.time() - start
 
 
@@ -317,7 +352,8 @@ def reference_logits(renderer, heldout, archive, out):
 
 
 # The arguments of a base run and of a heads run that publish.mjs reports in the manifest.
-RECIPE = ["seed", "train", "synthetic", "later", "steps", "batch_tokens", "lr", "warmup", "qat_share", "bits", "vocabulary"]
+RECIPE = ["seed", "train", "synthetic", "later", "steps", "batch_tokens", "ranks", "lr", "warmup", "qat_share", "bits",
+          "vocabulary"]
 HEADS_RECIPE = ["contrastive_steps", "confidence_steps", "confidence_lr", "corrupted_examples", "own_calls", "own_synthetic"]
 
 
@@ -346,6 +382,7 @@ def main():
     ap.add_argument("--own-calls", type=int, default=1024, help="fresh commands whose own calls the confidence head sees")
     ap.add_argument("--own-synthetic", type=float, default=0.5, help="share of invented values in those commands")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--ranks", type=int, default=1, help="data-parallel processes of the base, --batch-tokens each")
     ap.add_argument("--stage", default="all", choices=["all", "base", "heads", "export"])
     ap.add_argument("--vocabulary", type=int, default=GEOMETRY["vocabulary"], help="pieces of the tokenizer and the model")
     ap.add_argument("--bits", default="4", choices=sorted(BIT_MAPS), help="the CQ bit map (QAT and export)")
@@ -379,7 +416,12 @@ def main():
         lengths = [len(e[0]) for e in encoded]
         log("recipe " + json.dumps({k: getattr(args, k) for k in RECIPE}))
         log(f"{len(encoded)} training sequences, {sum(lengths)} tokens, mean {np.mean(lengths):.0f}, max {max(lengths)}")
-        tokens, seconds = train_base(model, encoded, args, log)
+        rank = start_ranks(args) if args.ranks > 1 else 0
+        tokens, seconds = train_base(model, encoded, args, log, rank)
+        if rank:
+            os._exit(0)
+        for _ in range(args.ranks - 1):
+            os.wait()
         log(f"base: {tokens} tokens in {seconds / 60:.1f} min, {tokens / seconds:.0f} tok/s")
     else:
         model.load_state_dict(torch.load(ckpt))
