@@ -5,7 +5,9 @@
 //
 //   node src/train/own-calls.mjs ARCHIVE EXAMPLES.jsonl OUT.jsonl
 //
-// OUT has one line per example: { calls, correct }.
+// OUT has one line per example: { calls, correct, decodeProbability }. The
+// archive's confidence head is held open (train.py), so the envelope's
+// confidence, min(head, decode probability), is the decode probability alone.
 
 import { readFileSync, writeFileSync } from 'node:fs';
 import { loadModelInThread } from '../../js/index.js';
@@ -21,7 +23,9 @@ const examples = readFileSync(input, 'utf8').split('\n').filter(Boolean).map((li
 const model = await loadModelInThread(archive, { threads: 1 });
 try {
   const results = await evaluate(model, examples);
-  writeFileSync(output, results.map((r) => JSON.stringify({ calls: r.turns[0].calls, correct: r.correct })).join('\n') + '\n');
+  writeFileSync(output, results.map((r) => JSON.stringify({
+    calls: r.turns[0].calls, correct: r.correct, decodeProbability: r.turns[0].confidence,
+  })).join('\n') + '\n');
   const right = results.filter((r) => r.correct).length;
   console.log(`own calls: ${right} of ${results.length} right`);
 } finally {

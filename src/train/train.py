@@ -315,13 +315,25 @@ def canonical_names(model):
 
 def own_calls(model, tokenizer, args, log):
     """The base's own calls (engine, public agent API) on fresh commands of
-    the training templates, half of their values invented: [(example, calls,
-    correct)] for the confidence head (src/train/own-calls.mjs)."""
+    the training templates, --own-synthetic of their values invented:
+    [(example, calls, correct, decode probability)] for the confidence head
+    (src/train/own-calls.mjs)."""
     from generate import generate
     if not args.own_calls:
         return []
     fresh, _ = generate(args.seed + 100, args.own_calls, 0, args.own_synthetic)
+    # The confidence head held open (its logit 30 everywhere), so that the
+    # envelope's confidence, min(head, decode probability), is the decode
+    # probability.
+    head = [model.raw("confidence_head.proj"), model.raw("confidence_head.bias")]
+    kept = [t.detach().clone() for t in head]
+    with torch.no_grad():
+        head[0].zero_()
+        head[1].fill_(30.0)
     save_weights(model, args.out)
+    with torch.no_grad():
+        for t, k in zip(head, kept):
+            t.copy_(k)
     base = os.path.join(args.out, "base.cact")
     subprocess.run(["node", os.path.join(HERE, "export.mjs"), args.out, tokenizer, base], check=True)
     given, taken = os.path.join(args.out, "own-examples.jsonl"), os.path.join(args.out, "own-calls.jsonl")
@@ -331,7 +343,7 @@ def own_calls(model, tokenizer, args, log):
     with open(taken) as f:
         calls = [json.loads(line) for line in f]
     log(f"own calls: {sum(c['correct'] for c in calls)} of {len(calls)} right")
-    return [(ex, c["calls"], c["correct"]) for ex, c in zip(fresh, calls)]
+    return [(ex, c["calls"], c["correct"], c["decodeProbability"]) for ex, c in zip(fresh, calls)]
 
 
 def reference_logits(renderer, heldout, archive, out):
