@@ -100,7 +100,7 @@ function provenance() {
     command: 'bash build.sh train',
     archive: { file: 'needle-demo.cact', bytes: statSync(archive).size },
     geometry: weights.geometry,
-    tokenizer: 'SentencePiece BPE of 4096 pieces (spm_train on the generated text): the chat markers at 4..13, the word '
+    tokenizer: `SentencePiece BPE of ${weights.geometry.vocabulary} pieces (spm_train on the generated text): the chat markers at 4..13, the word `
       + 'boundary \u2581 as a piece of its own at 14, argument values cut out of the corpus lines',
     quantisation: {
       group: weights.group,
@@ -115,7 +115,8 @@ function provenance() {
       heldout: counts(examples) },
     training: {
       phases: phases(train),
-      note: `one phase: ${base.steps} steps of ${recipe.batch_tokens} tokens on a cosine schedule (lr ${recipe.lr}, warmup `
+      note: `one phase: ${base.steps} steps of ${recipe.batch_tokens * (recipe.ranks ?? 1)} tokens`
+        + `${recipe.ranks > 1 ? ` (${recipe.ranks} data-parallel ranks of ${recipe.batch_tokens})` : ''} on a cosine schedule (lr ${recipe.lr}, warmup `
         + `${recipe.warmup}), the last ${Math.round(recipe.qat_share * 100)}% with CQ and A8 fake quantisation; then the heads `
         + `on the frozen base: ${heads.contrastive_steps} contrastive steps, and ${heads.confidence_steps} confidence steps `
         + `(lr ${heads.confidence_lr}) on ${heads.own_calls} of the base model's own calls on fresh commands `
