@@ -205,8 +205,9 @@ def train_confidence(model, renderer, train, log, steps, lr, corrupted, own, bat
     """A correctness classifier on the frozen base (probes: start_as_mean),
     from the model's own calls and `corrupted` targets and corruptions. One
     batch of own calls in eight is held back to report a validation AUROC on
-    the mistakes the model makes. (At lr 1e-2 the validation AUROC swung
-    between 0.68 and 0.75 from one hundred steps to the next.)"""
+    the mistakes the model makes, and to choose open_head's offset. (At lr
+    1e-2 the validation AUROC swung between 0.68 and 0.75 from one hundred
+    steps to the next.)"""
     rng = random.Random(seed)
     mine = cached_batches(model, renderer, own_examples(own), batch)
     rng.shuffle(mine)
