@@ -225,13 +225,13 @@ def train_confidence(model, renderer, train, log, steps, lr, corrupted, own, bat
         loss.backward()
         opt.step()
         if (step + 1) % 100 == 0 or step + 1 == steps:
-            logits, labels, _ = held_out_scores(model, held)
+            logits, labels, _ = held_back_scores(model, held)
             log(f"confidence step {step + 1}/{steps} loss {loss.item():.4f} "
                 f"validation AUROC {auroc(logits, labels):.3f}")
     open_head(model, held, log)
 
 
-def held_out_scores(model, held):
+def held_back_scores(model, held):
     with torch.no_grad():
         logits = torch.cat([model.head("confidence", c, v)[:, 0] for c, v, _, _ in held])
     return logits, torch.cat([b[2] for b in held]), torch.cat([b[3] for b in held])
@@ -244,7 +244,7 @@ def open_head(model, held, log):
     decides the minimum with a weaker ranking than the decode probability's
     (held-out AUROC, one model: head 0.659, decode probability 0.707, their
     minimum 0.673); raised, it speaks only where it is sure a call is wrong."""
-    logits, labels, decoded = held_out_scores(model, held)
+    logits, labels, decoded = held_back_scores(model, held)
     best = max((auroc(torch.minimum(torch.sigmoid(logits + b), decoded), labels), -b)
                for b in [k * 0.25 for k in range(41)])
     with torch.no_grad():
