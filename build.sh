@@ -122,9 +122,9 @@ archives() {
   node js/cli.js make-random dist/tiny.cact --tiny
 }
 
-# Retrains the demo model from its seed (not part of `all`: 64 minutes for
-# the base while another run used the other core, 17 for the heads,
-# then about 10 to measure it) and writes src/train/demo-model/.
+# Retrains the demo model from its seed (not part of `all`: 54 minutes for
+# the base on two ranks, 18 for the heads, then about 8 to measure it) and
+# writes src/train/demo-model/.
 train() {
   local need=()
   /usr/bin/python3 -c 'import torch' 2>/dev/null || need+=(python3-torch)
@@ -137,14 +137,15 @@ train() {
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
   fi
-  # The committed model's recipe: 110,000 conversations, 60% of the free-text
+  # The committed model's recipe: 130,000 conversations (50-61 training
+  # templates per tool, train-templates.json among them), 60% of the free-text
   # values invented (so copying is the only way to get them right), half of
   # them going on with one or two later requests over the same tools (the
   # tools block, most of every prompt, then serves more targets), a 2,048-piece
   # tokenizer (each piece of a held-out value seen more often: 60.2% exact
   # calls of the base against 56.5% with 4,096), 6,500 steps of 4,096 tokens
   # on one cosine schedule, computed by two data-parallel ranks of 2,048
-  # tokens, one core and one torch thread each (7,763 tok/s; one process on
+  # tokens, one core and one torch thread each (7,635 tok/s; one process on
   # one core ran 4,892-5,157 with another run on the other core; two torch
   # threads in one process ran slower than
   # one), the last 30% with CQ and A8 fake quantisation at CQ4 for every
@@ -159,7 +160,7 @@ train() {
   # min(head, decode probability) best ranks the held-back own calls.
   # README, "The demo model", has the runs behind each choice.
   export OPENBLAS_NUM_THREADS=1
-  local train="/usr/bin/python3 src/train/train.py --out build/train --seed 1 --batch-tokens 2048 --ranks 2 --train 110000 --synthetic 0.6 --later 0.5 --threads 1 --vocabulary 2048"
+  local train="/usr/bin/python3 src/train/train.py --out build/train --seed 1 --batch-tokens 2048 --ranks 2 --train 130000 --synthetic 0.6 --later 0.5 --threads 1 --vocabulary 2048"
   $train --stage base --steps 6500 --warmup 200 --lr 3e-3 --qat-share 0.3
   $train --stage heads --own-calls 8192 --own-synthetic 1.0 --corrupted-examples 1024 --confidence-steps 1500 --confidence-lr 1e-3
   node src/train/publish.mjs build/train src/train/demo-model
