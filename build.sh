@@ -122,9 +122,9 @@ archives() {
   node js/cli.js make-random dist/tiny.cact --tiny
 }
 
-# Retrains the demo model from its seed (not part of `all`: 54 minutes for
-# the base on two ranks, 18 for the heads, then about 8 to measure it) and
-# writes src/train/demo-model/.
+# Retrains the demo model from its seed (not part of `all`: 56 minutes for
+# the data, the tokenizer and the base on two ranks, 15 for the heads, then 8
+# to measure it) and writes src/train/demo-model/.
 train() {
   local need=()
   /usr/bin/python3 -c 'import torch' 2>/dev/null || need+=(python3-torch)
