@@ -211,6 +211,6 @@ case "${1:-wasm}" in
   fuzz) fuzz ;;
   all) wasm; archives; native; fuzz ;;
   deps) deps ;;
-  train) train ;;
+  train) wasm; train ;;  # the heads stage and publish.mjs run the engine
   *) echo "usage: $0 [wasm|native|fuzz|all|deps|train]" >&2; exit 2 ;;
 esac
