@@ -123,7 +123,7 @@ archives() {
 }
 
 # Retrains the demo model from its seed (not part of `all`: 56 minutes for
-# the data, the tokenizer and the base on two ranks, 15 for the heads, then 8
+# the data, the tokenizer and the base on two ranks, 17 for the heads, then 8
 # to measure it) and writes src/train/demo-model/.
 train() {
   local need=()
@@ -137,7 +137,7 @@ train() {
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
   fi
-  # The committed model's recipe: 130,000 conversations (50-61 training
+  # The committed model's recipe: 130,000 conversations (68-84 training
   # templates per tool, train-templates.json among them), 60% of the free-text
   # values invented (so copying is the only way to get them right), half of
   # them going on with one or two later requests over the same tools (the
@@ -145,7 +145,7 @@ train() {
   # tokenizer (each piece of a held-out value seen more often: 60.2% exact
   # calls of the base against 56.5% with 4,096), 6,500 steps of 4,096 tokens
   # on one cosine schedule, computed by two data-parallel ranks of 2,048
-  # tokens, one core and one torch thread each (7,635 tok/s; one process on
+  # tokens, one core and one torch thread each (7,694 tok/s; one process on
   # one core ran 4,892-5,157 with another run on the other core; two torch
   # threads in one process ran slower than
   # one), the last 30% with CQ and A8 fake quantisation at CQ4 for every
