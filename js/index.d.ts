@@ -388,7 +388,8 @@ export interface Envelope {
    *  contain, and whether that text holds a negating word (no, not, never, ...n't). */
   validation?: { ungrounded: string[]; negation: boolean };
   reasoning: string;
-  /** null when the archive has no confidence head. */
+  /** min(confidence head, decode probability), the decode probability exp(mean log p) of the turn's sampled
+   *  tokens: the reasoning's and the call's (Needle 3: the call's). null when the archive has no confidence head. */
   confidence: number | null;
   prefill_tps: number;
   decode_tps: number;

@@ -103,8 +103,8 @@ struct needle_agent {
     size_t prompt_fed;
     buffer forcing;         /* the call's completion being forced (budget guard) */
     size_t forcing_pos;
-    double call_logp, prefill_ms, decode_ms;
-    uint32_t call_sampled;
+    double call_logp, reasoning_logp, prefill_ms, decode_ms; /* log p of the sampled tokens */
+    uint32_t call_sampled, reasoning_sampled;
     void *pool_mark;        /* probe pooling state at the turn's start */
     void *pool_prefix;      /* ... and at the end of the prefix, for reset */
     size_t peak_bytes;
@@ -576,8 +576,8 @@ int needle_agent_begin(needle_agent *a, const char *text, size_t len, int kind,
     a->turn_kind = kind;
     memset(&a->turn_error, 0, sizeof a->turn_error);
     a->reasoning.len = a->calls.len = a->pending.len = a->forcing.len = a->forcing_pos = 0;
-    a->generated = a->call_sampled = a->prefill_count = 0;
-    a->call_logp = a->prefill_ms = a->decode_ms = 0;
+    a->generated = a->call_sampled = a->reasoning_sampled = a->prefill_count = 0;
+    a->call_logp = a->reasoning_logp = a->prefill_ms = a->decode_ms = 0;
     a->max_new = max_new_tokens ? max_new_tokens : 256;
     a->reasoning_max = a->max_new / 4 < 256 ? a->max_new / 4 : 256; /* the rest is for calls */
     a->turn_text.len = 0;
@@ -684,8 +684,12 @@ static int step_reasoning(needle_agent *a, char *out, size_t cap, size_t *out_le
         if (m != M_THINK_END) a->masked[a->marker[m]] = -INFINITY;
     for (int m = 0; m < EXTRA_MARKERS; m++)
         if (a->extra[m] >= 0) a->masked[a->extra[m]] = -INFINITY;
+    double lse = log_sum_exp(a->masked, a->vocab);
+    memcpy(a->logits, a->masked, a->vocab * sizeof *a->logits); /* the sampler may change masked */
     int32_t token = sample(a);
     a->generated++;
+    a->reasoning_logp += a->logits[token] - lse;
+    a->reasoning_sampled++;
     if (token == a->marker[M_THINK_END]) return close_reasoning(a, 0, out, cap, out_len);
     needle_error err;
     if (ids_put(&a->reasoning, &token, 1)) return fail_turn(a, NEEDLE_E_NOMEM, "out of memory");
@@ -849,11 +853,20 @@ static void finish_turn(needle_agent *a) {
     a->phase = P_DONE;
 }
 
+/* min(head, decode probability), the decode probability exp(mean log p) of
+ * the turn's sampled tokens. Needle 2's reasoning derives each argument from
+ * the query and its call copies them, so a wrong call's own tokens are as
+ * sure as a right one's; the reasoning's tokens carry the doubt (README,
+ * "Tool calls", has the figures). Needle 3 keeps the call's tokens alone, as
+ * its library does, since its 0.1 floor withholds calls by this value. */
 static double confidence(const needle_agent *a, int *present) {
     float head = 1;
     needle_error ignored;
     *present = needle_session_head(a->session, ND_HEAD_CONFIDENCE, &head, &ignored) == NEEDLE_OK;
-    double decode_p = a->call_sampled ? exp(a->call_logp / a->call_sampled) : 1.0;
+    double logp = a->call_logp;
+    uint32_t n = a->call_sampled;
+    if (!is_v3(a)) logp += a->reasoning_logp, n += a->reasoning_sampled;
+    double decode_p = n ? exp(logp / n) : 1.0;
     return head < decode_p ? head : decode_p;
 }
 
