@@ -657,10 +657,16 @@ static double log_sum_exp(const float *x, uint32_t n) {
     return max + log(sum);
 }
 
-/* Samples the next token from a->masked (which the sampler may change). */
-static int32_t sample(needle_agent *a) {
+/* Samples the next token from a->masked and sets *logp to its log
+ * probability there; a->logits keeps the masked logits, since the sampler
+ * changes a->masked in place. */
+static int32_t sample(needle_agent *a, double *logp) {
+    double lse = log_sum_exp(a->masked, a->vocab);
+    memcpy(a->logits, a->masked, a->vocab * sizeof *a->logits);
     size_t n = a->conversation.len < 64 ? a->conversation.len : 64;
-    return needle_sampler_sample(a->sampler, a->masked, a->conversation.ids + a->conversation.len - n, n);
+    int32_t token = needle_sampler_sample(a->sampler, a->masked, a->conversation.ids + a->conversation.len - n, n);
+    *logp = a->logits[token] - lse;
+    return token;
 }
 
 /* Ends the reasoning: "</think>\n<tool_call>" is forced, then the calls.
@@ -684,11 +690,10 @@ static int step_reasoning(needle_agent *a, char *out, size_t cap, size_t *out_le
         if (m != M_THINK_END) a->masked[a->marker[m]] = -INFINITY;
     for (int m = 0; m < EXTRA_MARKERS; m++)
         if (a->extra[m] >= 0) a->masked[a->extra[m]] = -INFINITY;
-    double lse = log_sum_exp(a->masked, a->vocab);
-    memcpy(a->logits, a->masked, a->vocab * sizeof *a->logits); /* the sampler may change masked */
-    int32_t token = sample(a);
+    double logp;
+    int32_t token = sample(a, &logp);
     a->generated++;
-    a->reasoning_logp += a->logits[token] - lse;
+    a->reasoning_logp += logp;
     a->reasoning_sampled++;
     if (token == a->marker[M_THINK_END]) return close_reasoning(a, 0, out, cap, out_len);
     needle_error err;
@@ -773,14 +778,13 @@ static int step_call(needle_agent *a, char *out, size_t cap, size_t *out_len) {
     memcpy(a->masked, a->logits, a->vocab * sizeof *a->masked);
     if (needle_grammar_mask(a->grammar, a->masked) == 0)
         return fail_turn(a, NEEDLE_E_SCHEMA, "the grammar allows no token here (an unsatisfiable schema)");
-    double lse = log_sum_exp(a->masked, a->vocab);
-    memcpy(a->logits, a->masked, a->vocab * sizeof *a->logits); /* keep the masked logits */
-    int32_t token = sample(a);
+    double logp;
+    int32_t token = sample(a, &logp);
     if (token != a->marker[M_CALL_END]) {
         /* a token that leaves too little budget to finish is replaced by forcing */
         size_t after = nd_grammar_completion_after(a->grammar, token);
         if (after == SIZE_MAX || after + 1 > left - 1) return start_forcing(a, need, out, cap, out_len);
-        a->call_logp += a->logits[token] - lse;
+        a->call_logp += logp;
         a->call_sampled++;
     }
     return take_call_token(a, token, out, cap, out_len);
