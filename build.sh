@@ -158,7 +158,7 @@ train() {
   # values are all invented and 1,024 targets and corruptions, garbled values
   # among them, at lr 1e-3 for 1,500 steps, its bias then raised to where
   # min(head, decode probability) best ranks the held-back own calls.
-  # README, "The demo model", has the runs behind each choice.
+  # src/train/README.md has the runs behind each choice.
   export OPENBLAS_NUM_THREADS=1
   local train="/usr/bin/python3 src/train/train.py --out build/train --seed 1 --batch-tokens 2048 --ranks 2 --train 130000 --synthetic 0.6 --later 0.5 --threads 1 --vocabulary 2048"
   $train --stage base --steps 6500 --warmup 200 --lr 3e-3 --qat-share 0.3
