@@ -658,11 +658,11 @@ static double log_sum_exp(const float *x, uint32_t n) {
 }
 
 /* Samples the next token from a->masked and sets *logp to its log
- * probability there; a->logits keeps the masked logits, since the sampler
- * changes a->masked in place. */
+ * probability there. a->masked is a->logits with refused tokens at -inf, so
+ * the sampled token's logit is still in a->logits after the sampler has
+ * changed a->masked in place. */
 static int32_t sample(needle_agent *a, double *logp) {
     double lse = log_sum_exp(a->masked, a->vocab);
-    memcpy(a->logits, a->masked, a->vocab * sizeof *a->logits);
     size_t n = a->conversation.len < 64 ? a->conversation.len : 64;
     int32_t token = needle_sampler_sample(a->sampler, a->masked, a->conversation.ids + a->conversation.len - n, n);
     *logp = a->logits[token] - lse;
@@ -860,8 +860,8 @@ static void finish_turn(needle_agent *a) {
 /* min(head, decode probability), the decode probability exp(mean log p) of
  * the turn's sampled tokens. Needle 2's reasoning derives each argument from
  * the query and its call copies them, so a wrong call's own tokens are as
- * sure as a right one's; the reasoning's tokens carry the doubt (README,
- * "Tool calls", has the figures). Needle 3 keeps the call's tokens alone, as
+ * sure as a right one's; the reasoning's tokens carry the doubt
+ * (src/train/README.md has the figures). Needle 3 keeps the call's tokens alone, as
  * its library does, since its 0.1 floor withholds calls by this value. */
 static double confidence(const needle_agent *a, int *present) {
     float head = 1;
