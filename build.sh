@@ -12,8 +12,9 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 export NODE_PATH="${NODE_PATH:-/usr/share/nodejs}"  # Debian's emcc optimiser needs Debian's acorn
-ENGINE_SOURCES=$(ls src/*.c | grep -v '_simd128\.c$')
-SIMD_SOURCES=$(ls src/*_simd128.c 2>/dev/null || true)
+# The engine's layers, each a folder: format, kernels, model, grammar, agent.
+ENGINE_SOURCES=$(ls src/{format,kernels,model,grammar,agent}/*.c | grep -v '_simd128\.c$')
+SIMD_SOURCES=$(ls src/kernels/*_simd128.c)
 CFLAGS_COMMON="-std=c11 -Wall -Wextra -Wno-unused-parameter -Isrc"
 # Every exported C function of the engine, listed once here.
 EXPORTS=$(sed -n 's/^NEEDLE_API[^(]* \**\(needle_[a-z0-9_]*\)(.*/_\1/p' src/needle.h | paste -sd, -)
@@ -32,7 +33,7 @@ host_imports() {
 # the logits a token, beside a forward pass over every weight): compiled for
 # size, which keeps the module under its 300 KB budget; everything else a
 # token runs through is compiled for speed.
-SIZE_SOURCES="src/agent.c src/archive.c src/archive_v3.c src/bench.c src/grammar.c src/grammar_complete.c src/grammar_oneof.c src/grammar_schema.c src/inspect.c src/json.c src/model.c src/regex.c src/sampler.c src/tokenizer.c"
+SIZE_SOURCES="src/agent/agent.c src/format/archive.c src/format/archive_v3.c src/kernels/bench.c src/grammar/grammar.c src/grammar/grammar_complete.c src/grammar/grammar_oneof.c src/grammar/grammar_schema.c src/model/inspect.c src/format/json.c src/model/model.c src/grammar/regex.c src/model/sampler.c src/format/tokenizer.c"
 
 # One engine module: OUT, then the variant's flags (-m and -D flags compile,
 # the others link) and extra sources. Standalone, no Emscripten JS glue:
@@ -78,7 +79,7 @@ wasm() {
 }
 
 # The SIMD128 build with wasm atomics over an imported shared memory, which
-# js/thread-worker.js instantiates again in each worker (src/threads.h).
+# js/thread-worker.js instantiates again in each worker (src/kernels/threads.h).
 # emcc 3.1.6 refuses -pthread with STANDALONE_WASM, so the module is linked
 # by hand: --shared-memory makes the data segments passive, initialised once
 # by the start function behind an atomic flag, so a worker's instance leaves

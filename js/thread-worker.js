@@ -1,4 +1,4 @@
-// thread-worker.js: one worker of the engine's thread pool (src/threads.h).
+// thread-worker.js: one worker of the engine's thread pool (src/kernels/threads.h).
 // It instantiates the engine's compiled threaded module over the engine's
 // shared memory (the start function sees memory already initialised and
 // leaves it alone; _initialize is not called: the engine's thread ran it),

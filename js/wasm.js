@@ -232,7 +232,7 @@ export async function instantiateEngine(source, { createMemory } = {}) {
 
 // ---- threads --------------------------------------------------------------
 // Whether the engine runs on several threads here, and the workers that do.
-// The threaded build (VARIANTS.threads, src/threads.h) splits its large matrix
+// The threaded build (VARIANTS.threads, src/kernels/threads.h) splits its large matrix
 // products across workers sharing its WebAssembly.Memory; that needs
 // SharedArrayBuffer, which browsers give only to cross-origin isolated pages
 // (COOP: same-origin, COEP: require-corp), WebAssembly threads and more than

@@ -73,7 +73,7 @@ NEEDLE_API needle_model *needle_model_load(const uint8_t *bytes, size_t size, ne
 
 /* Flags of needle_model_load_ex. NEEDLE_LOAD_REPACK: after validation the
  * engine rewrites the 2- and 4-bit weight matrices of at least 128 rows in
- * place into its tiled layout (same bytes, see src/cq.h), which the fast
+ * place into its tiled layout (same bytes, see src/kernels/cq.h), which the fast
  * integer kernels read; `bytes` then no longer hold an archive (also after a
  * failed load) and must stay alive and untouched while the model lives.
  * Sessions in exact mode compute the same results on either layout. */
@@ -298,7 +298,7 @@ NEEDLE_API uint32_t needle_agent_prefill_count(const needle_agent *agent);
 /* The tools array rendered into the prompt and the grammar now. */
 NEEDLE_API size_t needle_agent_rendered_tools(const needle_agent *agent, char *out, size_t cap);
 
-/* ---- Profiling and benchmarks (src/session.c, src/bench.c) ------------- */
+/* ---- Profiling and benchmarks (src/model/session.c, src/kernels/bench.c) ------------- */
 /* Stages of the forward pass that needle_session_profile reports. */
 enum {
     NEEDLE_STAGE_EMBEDDING = 0, /* embedding row gather and lane copies */
@@ -327,7 +327,7 @@ NEEDLE_API double needle_bench_gemv(uint32_t bits, uint32_t rows, uint32_t cols,
                                     uint32_t iterations, needle_error *err);
 
 
-/* ---- threads (src/threads.c) ----------------------------------------------
+/* ---- threads (src/kernels/threads.c) ----------------------------------------------
  * The threaded build (dist/needle-threads.wasm: shared, imported memory) splits
  * the large GEMVs and GEMMs across workers: the same module instantiated in
  * other threads over the same memory (js/thread-worker.js), each with its own

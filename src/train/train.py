@@ -99,7 +99,7 @@ def train_tokenizer(out, vocab):
 
 
 class Renderer:
-    """Token ids of the chat format exactly as src/agent.c builds them."""
+    """Token ids of the chat format exactly as src/agent/agent.c builds them."""
 
     def __init__(self, sp, tools):
         self.sp, self.tools = sp, tools

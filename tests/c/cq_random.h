@@ -6,8 +6,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "cq.h"
-#include "fp16.h"
+#include "kernels/cq.h"
+#include "format/fp16.h"
 #include "rng.h"
 
 /* marker 2, 3 or 4 bits, or 5 for ternary levels (0, +c, 0, -c on 2-bit

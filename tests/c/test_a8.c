@@ -13,8 +13,8 @@
 #include <string.h>
 #include "check.h"
 #include "cq_random.h"
-#include "cq_a8.h"
-#include "fp16.h"
+#include "kernels/cq_a8.h"
+#include "format/fp16.h"
 
 typedef struct {
     nd_cq m;

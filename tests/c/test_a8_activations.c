@@ -7,7 +7,7 @@
 #include <string.h>
 #include "check.h"
 #include "rng.h"
-#include "a8.h"
+#include "kernels/a8.h"
 
 static void test_random_vectors(void) {
     uint64_t s = 31;

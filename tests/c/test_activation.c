@@ -1,4 +1,4 @@
-/* test_activation.c: the sigmoid of src/activation.c against float64 on a
+/* test_activation.c: the sigmoid of src/kernels/activation.c against float64 on a
  * dense sweep and at extreme inputs, and its array form (the SIMD128 twin in
  * the WASI build) bit for bit against the scalar one, for the gate form and
  * in place as SiLU, on many lengths and alignments. */
@@ -6,7 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "activation.h"
+#include "kernels/activation.h"
 #include "check.h"
 #include "rng.h"
 

@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "archive.h"
+#include "format/archive.h"
 #include "check.h"
-#include "model.h"
+#include "model/model.h"
 #include "needle.h"
 
 /* ---- a minimal archive writer ------------------------------------------ */

@@ -1,4 +1,4 @@
-/* test_attention.c: the attention kernels (src/attention.c, and their
+/* test_attention.c: the attention kernels (src/kernels/attention.c, and their
  * SIMD128 twins in the WASI build) against a float64 softmax attention over
  * the same stored rows, on many head dims, query counts, run lengths, runs
  * and visibility windows; the int8 SIMD kernel must equal the scalar one bit
@@ -9,7 +9,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "attention.h"
+#include "kernels/attention.h"
 #include "check.h"
 
 static uint32_t rng_state = 12345;

@@ -1,4 +1,4 @@
-/* test_bench.c: needle_bench_gemv (src/bench.c) builds and times valid
+/* test_bench.c: needle_bench_gemv (src/kernels/bench.c) builds and times valid
  * matrices for every width, group and padded shape (ASan/UBSan check the
  * buffers natively), and rejects bad arguments with a status and a message.
  * No timing thresholds: only that a time is reported. */

@@ -7,8 +7,8 @@
 #include <string.h>
 #include "check.h"
 #include "cq_random.h"
-#include "fp16.h"
-#include "hadamard.h"
+#include "format/fp16.h"
+#include "kernels/hadamard.h"
 
 static float rng_sym(uint64_t *s) { return (float)(2.0 * rng_unit(s) - 1.0); }
 

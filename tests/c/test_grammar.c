@@ -14,11 +14,11 @@
 #include <string.h>
 
 #include "check.h"
-#include "grammar.h"
-#include "json.h"
+#include "grammar/grammar.h"
+#include "format/json.h"
 #include "needle.h"
 #include "platform.h"
-#include "regex.h"
+#include "grammar/regex.h"
 
 /* ---- a test tokenizer blob (spec section 6) ---- */
 typedef struct { uint8_t *p; size_t n, cap; } buf;

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "json.h"
+#include "format/json.h"
 #include "needle.h"
 
 static const char *compact(const char *in, char *out, size_t cap) {

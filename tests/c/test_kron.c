@@ -1,4 +1,4 @@
-/* test_kron.c: the Kronecker stage of Needle 3's MLP (src/kron.c) against
+/* test_kron.c: the Kronecker stage of Needle 3's MLP (src/kernels/kron.c) against
  * float64 on the splits N = 1..1024 give and on uneven ones, its SIMD128 twin
  * (the WASI build) bit for bit against it, and Walsh factors against the
  * Hadamard transform, which ties the flattening to the one Needle 2 uses. */
@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
-#include "hadamard.h"
-#include "kron.h"
+#include "kernels/hadamard.h"
+#include "kernels/kron.h"
 #include "rng.h"
 
 #define MAX_N 1024

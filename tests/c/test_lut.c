@@ -11,7 +11,7 @@
 #include <string.h>
 #include "check.h"
 #include "cq_random.h"
-#include "fp16.h"
+#include "format/fp16.h"
 
 
 typedef struct {

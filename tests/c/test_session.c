@@ -8,12 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "archive.h"
+#include "format/archive.h"
 #include "check.h"
-#include "fp16.h"
-#include "model.h"
+#include "format/fp16.h"
+#include "model/model.h"
 #include "needle.h"
-#include "session.h"
+#include "model/session.h"
 
 /* ---- a random archive writer (spec section 2 order) --------------------- */
 

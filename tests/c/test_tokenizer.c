@@ -1,4 +1,4 @@
-/* test_tokenizer.c: unit tests of src/tokenizer.c on small hand-made blobs:
+/* test_tokenizer.c: unit tests of src/format/tokenizer.c on small hand-made blobs:
  * markers, merge order and ties, byte fallback and unknown runs, decode and
  * streaming decode, and every way a blob can be malformed. (Parity with the
  * real spm_encode on a trained model is in tests/js/tokenizer.test.js.) */
@@ -7,7 +7,7 @@
 
 #include "check.h"
 #include "needle.h"
-#include "tokenizer.h"
+#include "format/tokenizer.h"
 
 #define SP "\xE2\x96\x81" /* U+2581, SentencePiece's space */
 

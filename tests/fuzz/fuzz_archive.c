@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "archive.h"
+#include "format/archive.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* A private copy so the end of the heap block is the end of the archive. */

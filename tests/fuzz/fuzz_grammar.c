@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "grammar.h"
+#include "grammar/grammar.h"
 #include "needle.h"
 
 /* A tokenizer blob with the 256 byte pieces and a few JSON pieces. */

@@ -3,7 +3,7 @@
 //
 // Engine module: dist/needle.wasm (dist/needle3.wasm for Needle 3) when it
 // exists, else a small module built here from the archive sources and
-// src/inspect.c only (build/archive-only*.wasm), so these tests do not wait
+// src/model/inspect.c only (build/archive-only*.wasm), so these tests do not wait
 // for the rest of the engine to link.
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync } from 'node:fs';
@@ -23,7 +23,7 @@ function engineUrl(needle3) {
   execFileSync('emcc', ['-std=c11', '-O2', '-Isrc', ...(needle3 ? ['-DND_NEEDLE3'] : []), '--no-entry',
     '-sSTANDALONE_WASM', '-sALLOW_MEMORY_GROWTH',
     '-sEXPORTED_FUNCTIONS=_needle_archive_check_prefix,_needle_error_new,_needle_error_free,_malloc,_free',
-    'src/archive.c', 'src/archive_v3.c', 'src/inspect.c', '-o', out],
+    'src/format/archive.c', 'src/format/archive_v3.c', 'src/model/inspect.c', '-o', out],
   { cwd: root, env: { ...process.env, NODE_PATH: process.env.NODE_PATH ?? '/usr/share/nodejs' } });
   return new URL(`file://${out}`);
 }

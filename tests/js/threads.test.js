@@ -1,4 +1,4 @@
-// The threaded engine (dist/needle-threads.wasm, src/threads.h, js/wasm.js):
+// The threaded engine (dist/needle-threads.wasm, src/kernels/threads.h, js/wasm.js):
 // on 2 threads the logits of a prefill and of decode steps, exact and fast,
 // and the tokens sampled from a seed are bit-identical to one thread's (the
 // threaded build on one thread and the plain SIMD128 build), and the same

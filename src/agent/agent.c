@@ -1,0 +1,1006 @@
+/* agent.c: the agent contract of spec sections 7-8 on top of a session.
+ *
+ * A conversation is: [system turn] + first user turn with the tools block,
+ * then assistant turns "<think>reasoning</think>\n<tool_call>CALLS</tool_call>
+ * <|im_end|>", then later user turns (bare queries or tool results), all in
+ * one KV cache. The tokens from BOS through </tools> are pinned as sinks, so
+ * reset() can rewind to them. needle_agent_step() produces one piece at a
+ * time (so callers can stream the reasoning); markers are forced, the
+ * reasoning is free, the calls are constrained by the tools' grammar.
+ * Needle 3 (needle3-model.md section 8) differs in three places: its system
+ * text is stripped, its JSON keeps non-ASCII characters as themselves
+ * (tools, tool results and the grammar's literals), and its reasoning sits
+ * between newlines ("<think>\n...\n</think>": the model writes them, the
+ * envelope strips them).
+ *
+ * Ownership: the agent owns its session, sampler, grammar and buffers; the
+ * model must outlive it. */
+#define _POSIX_C_SOURCE 199309L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "format/archive.h"
+#include "model/model.h"
+#include "needle.h"
+#include "platform.h"
+#include "model/session.h"
+#include "grammar/grammar.h"
+#include "format/json.h"
+#include "format/tokenizer.h"
+
+/* Limits, checked before any prefill so a hostile tool set or text fails at
+ * once with an error naming the limit, and the largest allowed turn stays
+ * quick: every position of the tools block is a pinned sink, so its prefill
+ * grows with the square of its length. */
+#define MAX_TOOLS 256
+#define MAX_TOOL_BYTES 8192         /* one tool's compact JSON */
+#define MAX_TOOLS_BYTES 65536       /* all declared tools */
+#define MAX_TOOLS_TOKENS 8192       /* all declared tools: each is embedded once for retrieval */
+#define MAX_TOOLS_BLOCK_TOKENS 2048 /* the rendered tools block (five tools, or all without retrieval) */
+#define MAX_TURN_TOKENS 4096        /* one turn's text: a query or a tool result */
+#define RETRIEVAL_TOP 5
+#define SUPPRESS_BELOW 0.1 /* Needle 3 withholds calls of lower confidence */
+#define EMBED_DIM_MAX 1024
+
+enum { M_IM_START, M_IM_END, M_THINK, M_THINK_END, M_TOOLS, M_TOOLS_END, M_CALL, M_CALL_END,
+       M_RESULT, M_RESULT_END, MARKER_COUNT };
+static const char *const MARKERS[MARKER_COUNT] = {
+    "<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tools>", "</tools>",
+    "<tool_call>", "</tool_call>", "<tool_result>", "</tool_result>"};
+/* Needle 3's six further markers (needle3-model.md section 7): unused by its
+ * chat format, so never written in the reasoning. */
+#define EXTRA_MARKERS 6
+static const char *const MARKERS3[EXTRA_MARKERS] = {
+    "<context>", "</context>", "<extract>", "</extract>", "<schema>", "</schema>"};
+
+enum phase { P_IDLE, P_PREFILL, P_REASON, P_CALL, P_DONE };
+/* Prompt tokens one needle_agent_step feeds: a step stays short (8 tokens
+ * of the released geometry are about 30 ms at the faithful fast mode's
+ * 260 tok/s prefill), so an abort between steps lands within 50 ms however
+ * long the turn's text. */
+#define PREFILL_STEP 8
+
+typedef struct { char *data; size_t len, cap; } buffer;   /* growable bytes */
+typedef struct { int32_t *ids; size_t len, cap; } idlist; /* growable ids */
+
+struct needle_agent {
+    const needle_model *model;
+    const needle_tokenizer *tok;
+    uint32_t vocab;
+    int32_t marker[MARKER_COUNT], bos, eos;
+    int32_t extra[EXTRA_MARKERS]; /* MARKERS3's ids, -1 where the vocabulary has none */
+    /* declared tools (compact JSON each) and the chosen ones */
+    char *tools[MAX_TOOLS];
+    uint32_t tool_count, chosen[MAX_TOOLS], chosen_count;
+    size_t tool_tokens;     /* of all declared tools, each encoded alone */
+    float *tool_embeddings; /* tool_count x embed_dim, when retrieving */
+    uint32_t embed_dim;
+    int embeddings_given;   /* set by needle_agent_use_tool_embeddings */
+    int require_call;       /* set by needle_agent_require_call */
+    int exact;              /* set by needle_agent_exact */
+    buffer system;
+    /* conversation */
+    needle_session *session;
+    needle_vocab *vocab_trie; /* the pieces' byte trie, shared by every grammar */
+    needle_grammar *grammar;
+    needle_sampler *sampler;
+    float sampling[5];      /* temperature, top_k, top_p, min_p, repetition_penalty */
+    uint32_t seed;
+    idlist prefix;          /* BOS .. </tools> (the sinks) */
+    idlist conversation;    /* every id after the prefix, for re-prefill */
+    int last_turn_called;
+    /* the turn in progress */
+    enum phase phase;
+    int turn_kind;
+    uint32_t max_new, generated, reasoning_max, turn_start, prefill_count;
+    size_t conversation_mark; /* conversation length at the turn's start */
+    float *logits, *masked; /* the last position's logits; a masked copy */
+    needle_decoder *decoder;
+    idlist reasoning, calls, pending; /* pending: forced ids to feed next */
+    idlist prompt;          /* the turn's text ids, fed PREFILL_STEP at a time */
+    size_t prompt_fed;
+    buffer forcing;         /* the call's completion being forced (budget guard) */
+    size_t forcing_pos;
+    double call_logp, reasoning_logp, prefill_ms, decode_ms; /* log p of the sampled tokens */
+    uint32_t call_sampled, reasoning_sampled;
+    void *pool_mark;        /* probe pooling state at the turn's start */
+    void *pool_prefix;      /* ... and at the end of the prefix, for reset */
+    size_t peak_bytes;
+    needle_error turn_error;
+    buffer turn_text;       /* Needle 3: the turn's text, which the call's values are checked against */
+};
+
+/* Whether the agent runs Needle 3's chat format and envelope (needle3-model.md
+ * sections 8 and 9): a constant 0 in the modules built without Needle 3. */
+static int is_v3(const needle_agent *a) { return ND_IS_V3(&a->model->archive.geometry); }
+
+/* ---- small containers -------------------------------------------------- */
+
+static int buffer_put(buffer *b, const char *s, size_t n) {
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1) cap *= 2;
+        char *p = realloc(b->data, cap);
+        if (!p) return NEEDLE_E_NOMEM;
+        b->data = p, b->cap = cap;
+    }
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = 0;
+    return NEEDLE_OK;
+}
+
+static int buffer_str(buffer *b, const char *s) { return buffer_put(b, s, strlen(s)); }
+
+/* Copies b into out (NUL-terminated, at most cap bytes), frees b and returns
+ * the full length, so callers can size a buffer with a first call. */
+static size_t copy_out(buffer *b, char *out, size_t cap) {
+    size_t n = b->len;
+    if (out && cap) {
+        size_t k = n < cap - 1 ? n : cap - 1;
+        if (k) memcpy(out, b->data, k);
+        out[k] = 0;
+    }
+    free(b->data);
+    return n;
+}
+
+static int ids_put(idlist *l, const int32_t *ids, size_t n) {
+    if (l->len + n > l->cap) {
+        size_t cap = l->cap ? l->cap : 64;
+        while (cap < l->len + n) cap *= 2;
+        int32_t *p = realloc(l->ids, cap * sizeof *p);
+        if (!p) return NEEDLE_E_NOMEM;
+        l->ids = p, l->cap = cap;
+    }
+    memcpy(l->ids + l->len, ids, n * sizeof *ids);
+    l->len += n;
+    return NEEDLE_OK;
+}
+
+/* Appends encode(text) to l; without the dummy prefix when `continuation`
+ * (text that follows a marker inside the same encode call). */
+static int encode_into(const needle_agent *a, idlist *l, const char *text, size_t len,
+                       int continuation, needle_error *err) {
+    buffer joined = {0};
+    if (continuation) {
+        /* Encoding "</tools>" + text and dropping everything through that
+         * marker gives exactly the ids text has after a marker. */
+        if (buffer_str(&joined, MARKERS[M_TOOLS_END]) || buffer_put(&joined, text, len)) {
+            free(joined.data);
+            return nd_fail(err, NEEDLE_E_NOMEM, "out of memory encoding a turn");
+        }
+        text = joined.data, len = joined.len;
+    }
+    size_t count = 0, cap = len + 8;
+    int32_t *ids = malloc(cap * sizeof *ids);
+    int status = ids ? needle_tokenize(a->tok, text, len, ids, cap, &count, err)
+                     : nd_fail(err, NEEDLE_E_NOMEM, "out of memory encoding a turn");
+    size_t skip = 0;
+    if (status == NEEDLE_OK && continuation)
+        while (skip < count && ids[skip++] != a->marker[M_TOOLS_END]) {}
+    if (status == NEEDLE_OK && ids_put(l, ids + skip, count - skip))
+        status = nd_fail(err, NEEDLE_E_NOMEM, "out of memory encoding a turn");
+    free(ids);
+    free(joined.data);
+    return status;
+}
+
+/* ---- lifetime and tools ------------------------------------------------ */
+
+needle_agent *needle_agent_new(const needle_model *model, needle_error *err) {
+    needle_agent *a = calloc(1, sizeof *a);
+    if (!a) { nd_fail(err, NEEDLE_E_NOMEM, "out of memory creating an agent"); return NULL; }
+    a->model = model;
+    a->tok = needle_model_tokenizer(model);
+    a->vocab = model->archive.geometry.vocab;
+    a->bos = needle_tokenizer_special(a->tok, 2);
+    a->eos = needle_tokenizer_special(a->tok, 1);
+    for (int m = 0; m < EXTRA_MARKERS; m++)
+        a->extra[m] = needle_tokenizer_piece_id(a->tok, MARKERS3[m], strlen(MARKERS3[m]));
+    for (int m = 0; m < MARKER_COUNT; m++) {
+        a->marker[m] = needle_tokenizer_piece_id(a->tok, MARKERS[m], strlen(MARKERS[m]));
+        if (a->marker[m] < 0) {
+            nd_fail(err, NEEDLE_E_TOKENIZER, "the tokenizer has no piece %s: not a Needle chat vocabulary",
+                    MARKERS[m]);
+            free(a);
+            return NULL;
+        }
+    }
+    a->vocab_trie = needle_vocab_new(a->tok, err);
+    if (!a->vocab_trie) { free(a); return NULL; }
+    a->logits = malloc(a->vocab * sizeof *a->logits);
+    a->masked = malloc(a->vocab * sizeof *a->masked);
+    a->pool_mark = malloc(nd_session_pool_bytes(model));
+    a->pool_prefix = malloc(nd_session_pool_bytes(model));
+    if (!a->logits || !a->masked || !a->pool_mark || !a->pool_prefix) {
+        needle_agent_free(a);
+        nd_fail(err, NEEDLE_E_NOMEM, "out of memory creating an agent");
+        return NULL;
+    }
+    needle_agent_set_sampling(a, 0, 0, 1, 0, 1, 0);
+    return a;
+}
+
+static void end_conversation(needle_agent *a) {
+    needle_session_free(a->session);
+    needle_grammar_free(a->grammar);
+    a->session = NULL, a->grammar = NULL;
+    a->prefix.len = a->conversation.len = 0;
+    a->last_turn_called = 0;
+    a->phase = P_IDLE;
+}
+
+void needle_agent_free(needle_agent *a) {
+    if (!a) return;
+    end_conversation(a);
+    for (uint32_t i = 0; i < a->tool_count; i++) free(a->tools[i]);
+    free(a->tool_embeddings);
+    free(a->system.data);
+    needle_sampler_free(a->sampler);
+    needle_decoder_free(a->decoder);
+    needle_vocab_free(a->vocab_trie);
+    free(a->prefix.ids), free(a->conversation.ids), free(a->reasoning.ids), free(a->forcing.data);
+    free(a->calls.ids), free(a->pending.ids), free(a->prompt.ids);
+    free(a->logits), free(a->masked);
+    free(a->pool_mark), free(a->pool_prefix), free(a->turn_text.data);
+    free(a);
+}
+
+/* The tool's "name" for an error message (escaped, cut to fit), or "unnamed". */
+static void tool_name(const char *text, size_t len, char *out, size_t cap) {
+    nd_json *doc = nd_json_parse(text, len, 64, NULL);
+    const nd_jv *name = doc ? nd_jv_get(nd_json_root(doc), "name") : NULL;
+    if (name && name->type == ND_JSTRING) {
+        char shown[200];
+        nd_escape(shown, sizeof shown, name->str, name->len, 60);
+        snprintf(out, cap, "\"%s\"", shown);
+    } else {
+        snprintf(out, cap, "unnamed");
+    }
+    nd_json_free(doc);
+}
+
+/* Token limits of one more tool, counted before anything is embedded or
+ * prefilled: a tool longer than the tools block can never be rendered, and
+ * embedding every declared tool costs a prefill of all their tokens. */
+static int check_tool_tokens(needle_agent *a, const char *text, size_t len, needle_error *err) {
+    idlist ids = {0};
+    int status = encode_into(a, &ids, text, len, 0, err);
+    size_t count = ids.len;
+    free(ids.ids);
+    if (status) return status;
+    if (count > MAX_TOOLS_BLOCK_TOKENS) {
+        char name[208];
+        tool_name(text, len, name, sizeof name);
+        return nd_fail(err, NEEDLE_E_ARGUMENT, "tool %u (%s) is %zu tokens, over the tools block's limit of %d",
+                       a->tool_count, name, count, MAX_TOOLS_BLOCK_TOKENS);
+    }
+    if (a->tool_tokens + count > MAX_TOOLS_TOKENS)
+        return nd_fail(err, NEEDLE_E_ARGUMENT, "the tools declared are %zu tokens, over the limit of %d",
+                       a->tool_tokens + count, MAX_TOOLS_TOKENS);
+    a->tool_tokens += count;
+    return NEEDLE_OK;
+}
+
+int needle_agent_add_tool(needle_agent *a, const char *json, size_t len, needle_error *err) {
+    if (a->tool_count == MAX_TOOLS)
+        return nd_fail(err, NEEDLE_E_ARGUMENT, "more than %d tools", MAX_TOOLS);
+    needle_error why;
+    size_t n = nd_json_compact(json, len, !is_v3(a), NULL, 0, &why);
+    if (n == 0) return nd_fail(err, NEEDLE_E_SCHEMA, "tool %u is not valid JSON: %s", a->tool_count, why.message);
+    if (n > MAX_TOOL_BYTES)
+        return nd_fail(err, NEEDLE_E_ARGUMENT, "tool %u is %zu bytes of compact JSON, over the limit of %d",
+                       a->tool_count, n, MAX_TOOL_BYTES);
+    size_t total = n;
+    for (uint32_t i = 0; i < a->tool_count; i++) total += strlen(a->tools[i]);
+    if (total > MAX_TOOLS_BYTES)
+        return nd_fail(err, NEEDLE_E_ARGUMENT, "the tools declared are %zu bytes of compact JSON, over the limit of %d",
+                       total, MAX_TOOLS_BYTES);
+    char *text = malloc(n + 1);
+    if (!text) return nd_fail(err, NEEDLE_E_NOMEM, "out of memory adding a tool");
+    nd_json_compact(json, len, !is_v3(a), text, n + 1, err);
+    int status = check_tool_tokens(a, text, n, err);
+    if (status) {
+        free(text);
+        return status;
+    }
+    a->tools[a->tool_count++] = text;
+    a->embeddings_given = 0; /* saved embeddings were for the old tool list */
+    end_conversation(a);
+    return NEEDLE_OK;
+}
+
+void needle_agent_require_call(needle_agent *a, int on) { a->require_call = on != 0; }
+void needle_agent_exact(needle_agent *a, int on) { a->exact = on != 0; }
+
+void needle_agent_set_sampling(needle_agent *a, float temperature, uint32_t top_k, float top_p,
+                               float min_p, float repetition_penalty, uint32_t seed) {
+    float s[5] = {temperature, (float)top_k, top_p, min_p, repetition_penalty};
+    memcpy(a->sampling, s, sizeof s);
+    a->seed = seed;
+    needle_sampler_free(a->sampler);
+    a->sampler = needle_sampler_new(a->vocab, temperature, top_k, top_p, min_p,
+                                    repetition_penalty, seed);
+}
+
+/* "[tool,tool,...]": the tools listed in `which` (all of them when NULL). */
+static int render_tools(const needle_agent *a, const uint32_t *which, uint32_t n, buffer *out) {
+    int status = buffer_str(out, "[");
+    for (uint32_t i = 0; i < n && !status; i++) {
+        if (i) status = buffer_str(out, ",");
+        if (!status) status = buffer_str(out, a->tools[which ? which[i] : i]);
+    }
+    return status ? status : buffer_str(out, "]");
+}
+
+/* ---- retrieval (spec section 8) ---------------------------------------- */
+
+/* Whether more than five tools are narrowed to five: only with an embedding
+ * head. Without one every tool is rendered (needle3-model.md section 9: the
+ * released Needle 3 has none). */
+static int retrieves(const needle_agent *a) {
+    return a->tool_count > RETRIEVAL_TOP && nd_head_outputs(a->model, ND_HEAD_CONTRASTIVE);
+}
+
+/* The contrastive embedding of BOS + encode(text) in a fresh sequence. */
+static int embed(needle_agent *a, const char *text, float *out, needle_error *err) {
+    idlist ids = {0};
+    int status = ids_put(&ids, &a->bos, 1);
+    if (!status) status = encode_into(a, &ids, text, strlen(text), 0, err);
+    needle_session *s = status ? NULL : needle_session_new(a->model, 0, 0, a->exact, err);
+    if (!status && !s) status = err ? err->code : NEEDLE_E_NOMEM;
+    if (!status) status = needle_session_feed(s, ids.ids, ids.len, NULL, 0, err);
+    if (!status) status = needle_session_head(s, ND_HEAD_CONTRASTIVE, out, err);
+    needle_session_free(s);
+    free(ids.ids);
+    return status;
+}
+
+static int embed_tools(needle_agent *a, needle_error *err) {
+    if (a->embeddings_given) return NEEDLE_OK;
+    a->embed_dim = nd_head_outputs(a->model, ND_HEAD_CONTRASTIVE); /* retrieves(a): not 0 */
+    free(a->tool_embeddings);
+    a->tool_embeddings = malloc((size_t)a->tool_count * a->embed_dim * sizeof(float));
+    if (!a->tool_embeddings) return nd_fail(err, NEEDLE_E_NOMEM, "out of memory embedding tools");
+    for (uint32_t i = 0; i < a->tool_count; i++) {
+        int status = embed(a, a->tools[i], a->tool_embeddings + (size_t)i * a->embed_dim, err);
+        if (status) return status;
+    }
+    return NEEDLE_OK;
+}
+
+/* Saved tool embeddings stay valid while the archive and the tools are the
+ * same: the fingerprint hashes both (the archive's hash is taken at load). */
+static uint64_t fingerprint(const needle_agent *a) {
+    uint64_t h = nd_fnv1a(ND_FNV_OFFSET, &a->model->fingerprint, sizeof a->model->fingerprint);
+    for (uint32_t i = 0; i < a->tool_count; i++) h = nd_fnv1a(h, a->tools[i], strlen(a->tools[i]) + 1);
+    return h;
+}
+
+void needle_agent_fingerprint(const needle_agent *a, char out[17]) {
+    snprintf(out, 17, "%016llx", (unsigned long long)fingerprint(a));
+}
+
+uint32_t needle_agent_tool_embeddings(const needle_agent *a, float *out, size_t cap) {
+    if (!a->tool_embeddings) return 0;
+    size_t n = (size_t)a->tool_count * a->embed_dim;
+    if (out && cap >= n) memcpy(out, a->tool_embeddings, n * sizeof *out);
+    return a->embed_dim;
+}
+
+int needle_agent_use_tool_embeddings(needle_agent *a, const char *print, const float *vectors,
+                                     size_t count, needle_error *err) {
+    char want[17];
+    needle_agent_fingerprint(a, want);
+    if (!print || strcmp(print, want) != 0)
+        return nd_fail(err, NEEDLE_E_ARGUMENT, "saved tool embeddings have fingerprint %.16s, these tools and archive %s",
+                       print ? print : "(none)", want);
+    uint32_t dim = nd_head_outputs(a->model, ND_HEAD_CONTRASTIVE);
+    if (!dim || count != (size_t)a->tool_count * dim)
+        return nd_fail(err, NEEDLE_E_ARGUMENT, "saved tool embeddings hold %zu values, expected %u tools x %u",
+                       count, a->tool_count, dim);
+    float *copy = malloc(count * sizeof *copy);
+    if (!copy) return nd_fail(err, NEEDLE_E_NOMEM, "out of memory storing tool embeddings");
+    memcpy(copy, vectors, count * sizeof *copy);
+    free(a->tool_embeddings);
+    a->tool_embeddings = copy, a->embed_dim = dim, a->embeddings_given = 1;
+    return NEEDLE_OK;
+}
+
+/* Chooses the 5 tools most similar to the query (ties to the earlier one),
+ * kept in declaration order. Embeddings are unit vectors: cosine = dot. */
+static int choose_tools(needle_agent *a, const char *query, size_t len, uint32_t *chosen,
+                        needle_error *err) {
+    float q[EMBED_DIM_MAX], score[MAX_TOOLS];
+    char *text = malloc(len + 1);
+    if (!text) return nd_fail(err, NEEDLE_E_NOMEM, "out of memory embedding a query");
+    memcpy(text, query, len);
+    text[len] = 0;
+    int status = embed(a, text, q, err);
+    free(text);
+    if (status) return status;
+    for (uint32_t i = 0; i < a->tool_count; i++) {
+        const float *t = a->tool_embeddings + (size_t)i * a->embed_dim;
+        double dot = 0;
+        for (uint32_t k = 0; k < a->embed_dim; k++) dot += (double)t[k] * q[k];
+        score[i] = (float)dot;
+    }
+    uint8_t taken[MAX_TOOLS] = {0};
+    for (uint32_t r = 0; r < RETRIEVAL_TOP; r++) {
+        uint32_t best = MAX_TOOLS;
+        for (uint32_t i = 0; i < a->tool_count; i++)
+            if (!taken[i] && (best == MAX_TOOLS || score[i] > score[best])) best = i;
+        taken[best] = 1;
+    }
+    for (uint32_t i = 0, n = 0; i < a->tool_count; i++)
+        if (taken[i]) chosen[n++] = i;
+    return NEEDLE_OK;
+}
+
+/* ---- the conversation ---------------------------------------------------- */
+
+/* Python's str.strip() for ASCII whitespace: Needle 3 strips the system text
+ * and the reasoning (needle3-model.md section 8). */
+static const char *strip(const char *s, size_t *len) {
+    static const char space[] = " \t\n\r\v\f";
+    while (*len && memchr(space, s[*len - 1], sizeof space - 1)) --*len;
+    while (*len && memchr(space, *s, sizeof space - 1)) s++, --*len;
+    return s;
+}
+
+/* Renders and prefills BOS + system turn + "<|im_start|>user\n<tools>...</tools>"
+ * for the chosen tools, pins it, then re-feeds the conversation so far. */
+static int start_conversation(needle_agent *a, needle_error *err) {
+    needle_session_free(a->session);
+    needle_grammar_free(a->grammar);
+    a->session = NULL, a->grammar = NULL;
+    buffer text = {0}, tools = {0};
+    int status = render_tools(a, a->chosen, a->chosen_count, &tools);
+    size_t system_len = a->system.len;
+    const char *system = is_v3(a) ? strip(a->system.data, &system_len) : a->system.data;
+    if (!status && system_len) {
+        status = buffer_str(&text, "<|im_start|>system\n");
+        if (!status) status = buffer_put(&text, system, system_len);
+        if (!status) status = buffer_str(&text, "<|im_end|>\n");
+    }
+    if (!status) status = buffer_str(&text, "<|im_start|>user\n<tools>");
+    if (!status) status = buffer_put(&text, tools.data, tools.len);
+    if (!status) status = buffer_str(&text, "</tools>");
+    if (status) status = nd_fail(err, NEEDLE_E_NOMEM, "out of memory rendering the tools");
+    a->prefix.len = 0;
+    if (!status) status = ids_put(&a->prefix, &a->bos, 1);
+    if (!status) status = encode_into(a, &a->prefix, text.data, text.len, 0, err);
+    if (!status && a->prefix.len > MAX_TOOLS_BLOCK_TOKENS)
+        status = nd_fail(err, NEEDLE_E_CONTEXT, "the tools block is %zu tokens, over the limit of %d: "
+                         "declare fewer or shorter tools", a->prefix.len, MAX_TOOLS_BLOCK_TOKENS);
+    if (!status) {
+        a->grammar = nd_grammar_new_calls(a->vocab_trie, tools.data, tools.len, a->marker[M_CALL_END],
+                                          a->require_call ? 1 : 0, !is_v3(a), err);
+        if (!a->grammar) status = err ? err->code : NEEDLE_E_SCHEMA;
+    }
+    if (!status) {
+        a->session = needle_session_new(a->model, 0, (uint32_t)a->prefix.len, a->exact, err);
+        if (!a->session) status = err ? err->code : NEEDLE_E_NOMEM;
+    }
+    if (!status) status = needle_session_feed(a->session, a->prefix.ids, a->prefix.len, NULL, 0, err);
+    if (!status && a->conversation.len)
+        status = needle_session_feed(a->session, a->conversation.ids, a->conversation.len, NULL, 0, err);
+    free(text.data);
+    free(tools.data);
+    return status;
+}
+
+int needle_agent_init(needle_agent *a, const char *system, size_t len, needle_error *err) {
+    end_conversation(a);
+    a->system.len = 0;
+    if (len && buffer_put(&a->system, system, len))
+        return nd_fail(err, NEEDLE_E_NOMEM, "out of memory storing the system text");
+    a->conversation.len = 0;
+    /* Compiling the grammar of every declared tool reports schema errors at
+     * init, naming the tool, even when retrieval later renders only five. */
+    buffer all = {0};
+    int status = render_tools(a, NULL, a->tool_count, &all);
+    needle_grammar *g = status ? NULL
+                               : nd_grammar_new_calls(a->vocab_trie, all.data, all.len, a->marker[M_CALL_END], 0, !is_v3(a), err);
+    free(all.data);
+    if (!g) return status ? nd_fail(err, NEEDLE_E_NOMEM, "out of memory") : (err ? err->code : NEEDLE_E_SCHEMA);
+    needle_grammar_free(g);
+    a->chosen_count = retrieves(a) ? RETRIEVAL_TOP : a->tool_count;
+    for (uint32_t i = 0; i < a->chosen_count; i++) a->chosen[i] = i;
+    /* The first five tools' block before the embeddings: a block over its
+     * limit fails before the longest work. */
+    if ((status = start_conversation(a, err))) return status;
+    if (retrieves(a) && (status = embed_tools(a, err))) return status;
+    nd_session_pool_save(a->session, a->pool_prefix);
+    return NEEDLE_OK;
+}
+
+/* ---- one turn ------------------------------------------------------------ */
+
+/* Feeds ids into the session and the transcript; the logits of the last
+ * position land in a->logits. */
+static int feed(needle_agent *a, const int32_t *ids, size_t n, needle_error *err) {
+    if (ids_put(&a->conversation, ids, n)) return nd_fail(err, NEEDLE_E_NOMEM, "out of memory");
+    int status = needle_session_feed(a->session, ids, n, a->logits, 0, err);
+    size_t bytes = nd_memory_bytes();
+    if (bytes > a->peak_bytes) a->peak_bytes = bytes;
+    return status;
+}
+
+/* The turn's text (spec section 7, runtime convention for later turns). */
+static int render_turn(needle_agent *a, const char *text, size_t len, idlist *out,
+                       needle_error *err) {
+    buffer b = {0};
+    int first = a->conversation.len == 0, status = 0;
+    if (a->turn_kind == NEEDLE_TURN_TOOL_RESULT) {
+        size_t n = nd_json_compact(text, len, !is_v3(a), NULL, 0, err);
+        char *compact = n ? malloc(n + 1) : NULL;
+        if (!compact) return n ? nd_fail(err, NEEDLE_E_NOMEM, "out of memory") : err ? err->code : NEEDLE_E_ARGUMENT;
+        nd_json_compact(text, len, !is_v3(a), compact, n + 1, err);
+        status = buffer_str(&b, "\n<|im_start|>user\n<tool_result>");
+        if (!status) status = buffer_put(&b, compact, n);
+        if (!status) status = buffer_str(&b, "</tool_result>");
+        free(compact);
+    } else {
+        status = buffer_str(&b, first ? "\n" : "\n<|im_start|>user\n");
+        if (!status) status = buffer_put(&b, text, len);
+    }
+    if (!status) status = buffer_str(&b, "<|im_end|>\n<|im_start|>assistant\n");
+    if (status) status = nd_fail(err, NEEDLE_E_NOMEM, "out of memory rendering a turn");
+    /* The first query continues the encode call that rendered the tools. */
+    if (!status) status = encode_into(a, out, b.data, b.len, first, err);
+    free(b.data);
+    return status;
+}
+
+/* Forced text: exactly the ids encode gives it after a marker. */
+static int forced(needle_agent *a, const char *text, idlist *out, needle_error *err) {
+    return encode_into(a, out, text, strlen(text), 1, err);
+}
+
+static int same_choice(const uint32_t *x, const uint32_t *y, uint32_t n) {
+    return memcmp(x, y, n * sizeof *x) == 0;
+}
+
+int needle_agent_begin(needle_agent *a, const char *text, size_t len, int kind,
+                       uint32_t max_new_tokens, needle_error *err) {
+    if (!a->session) return nd_fail(err, NEEDLE_E_ARGUMENT, "call needle_agent_init before a turn");
+    if (a->phase == P_PREFILL || a->phase == P_REASON || a->phase == P_CALL)
+        return nd_fail(err, NEEDLE_E_ARGUMENT, "a turn is already in progress");
+    if (kind == NEEDLE_TURN_AUTO) kind = a->last_turn_called ? NEEDLE_TURN_TOOL_RESULT : NEEDLE_TURN_QUERY;
+    if (kind == NEEDLE_TURN_TOOL_RESULT && !a->last_turn_called)
+        return nd_fail(err, NEEDLE_E_ARGUMENT, "a tool result needs a previous turn that called a tool");
+    a->turn_kind = kind;
+    memset(&a->turn_error, 0, sizeof a->turn_error);
+    a->reasoning.len = a->calls.len = a->pending.len = a->forcing.len = a->forcing_pos = 0;
+    a->generated = a->call_sampled = a->reasoning_sampled = a->prefill_count = 0;
+    a->call_logp = a->reasoning_logp = a->prefill_ms = a->decode_ms = 0;
+    a->max_new = max_new_tokens ? max_new_tokens : 256;
+    a->reasoning_max = a->max_new / 4 < 256 ? a->max_new / 4 : 256; /* the rest is for calls */
+    a->turn_text.len = 0;
+    if (is_v3(a) && buffer_put(&a->turn_text, text, len)) return nd_fail(err, NEEDLE_E_NOMEM, "out of memory");
+    a->peak_bytes = nd_memory_bytes();
+    double t0 = nd_now_ms();
+    int status = NEEDLE_OK;
+    if (kind == NEEDLE_TURN_QUERY && retrieves(a)) {
+        uint32_t chosen[RETRIEVAL_TOP];
+        status = choose_tools(a, text, len, chosen, err);
+        if (!status && !same_choice(chosen, a->chosen, RETRIEVAL_TOP)) {
+            memcpy(a->chosen, chosen, sizeof chosen);
+            /* Another five tools: a new tools block, the conversation re-fed behind it. */
+            if (!(status = start_conversation(a, err))) {
+                nd_session_pool_save(a->session, a->pool_prefix);
+                a->prefill_count = needle_session_position(a->session);
+            }
+        }
+    }
+    a->prompt.len = a->prompt_fed = 0;
+    if (!status) status = render_turn(a, text, len, &a->prompt, err);
+    /* The target is its own encode call, so it starts with the dummy "▁". */
+    if (!status) status = encode_into(a, &a->prompt, "<think>", 7, 0, err);
+    if (!status && a->prompt.len > MAX_TURN_TOKENS)
+        status = nd_fail(err, NEEDLE_E_CONTEXT, "the %s is %zu tokens, over the limit of %d",
+                         kind == NEEDLE_TURN_QUERY ? "query" : "tool result", a->prompt.len, MAX_TURN_TOKENS);
+    a->prefill_ms = nd_now_ms() - t0;
+    if (status) return status;
+    a->turn_start = needle_session_position(a->session);
+    a->conversation_mark = a->conversation.len;
+    nd_session_pool_save(a->session, a->pool_mark);
+    needle_decoder_free(a->decoder);
+    a->decoder = needle_decoder_new(a->tok);
+    needle_grammar_reset(a->grammar);
+    a->phase = P_PREFILL;
+    return a->decoder ? NEEDLE_OK : nd_fail(err, NEEDLE_E_NOMEM, "out of memory");
+}
+
+/* Undoes the turn in progress so that a failed or aborted turn loses nothing
+ * of the conversation before it. */
+static void rollback(needle_agent *a) {
+    needle_error ignored;
+    a->conversation.len = a->conversation_mark;
+    if (needle_session_rewind(a->session, a->turn_start, &ignored) == NEEDLE_OK)
+        nd_session_pool_restore(a->session, a->pool_mark);
+    else if (start_conversation(a, &ignored) == NEEDLE_OK) /* slid out of the window: re-feed */
+        nd_session_pool_save(a->session, a->pool_prefix);
+    a->phase = P_IDLE;
+}
+
+static int fail_turn(needle_agent *a, int code, const char *message) {
+    a->turn_error.code = code;
+    snprintf(a->turn_error.message, sizeof a->turn_error.message, "%s", message);
+    rollback(a);
+    return -1;
+}
+
+/* Forces text after a marker: feeds its ids and streams its text. */
+static int force(needle_agent *a, const char *text, char *out, size_t cap, size_t *out_len) {
+    idlist ids = {0};
+    needle_error err;
+    int status = forced(a, text, &ids, &err);
+    if (!status) status = feed(a, ids.ids, ids.len, &err);
+    free(ids.ids);
+    if (status) return fail_turn(a, status, err.message);
+    size_t n = strlen(text);
+    *out_len = n < cap ? n : cap;
+    memcpy(out, text, *out_len);
+    return NEEDLE_STEP_MARKER;
+}
+
+static double log_sum_exp(const float *x, uint32_t n) {
+    float max = -INFINITY;
+    for (uint32_t i = 0; i < n; i++) max = x[i] > max ? x[i] : max;
+    double sum = 0;
+    for (uint32_t i = 0; i < n; i++) sum += exp((double)x[i] - max);
+    return max + log(sum);
+}
+
+/* Samples the next token from a->masked and sets *logp to its log
+ * probability there. a->masked is a->logits with refused tokens at -inf, so
+ * the sampled token's logit is still in a->logits after the sampler has
+ * changed a->masked in place. */
+static int32_t sample(needle_agent *a, double *logp) {
+    double lse = log_sum_exp(a->masked, a->vocab);
+    size_t n = a->conversation.len < 64 ? a->conversation.len : 64;
+    int32_t token = needle_sampler_sample(a->sampler, a->masked, a->conversation.ids + a->conversation.len - n, n);
+    *logp = a->logits[token] - lse;
+    return token;
+}
+
+/* Ends the reasoning: "</think>\n<tool_call>" is forced, then the calls.
+ * Needle 3's reasoning ends with a newline (the model writes it); one cut
+ * short by the budget gets it forced. */
+static int close_reasoning(needle_agent *a, int budget, char *out, size_t cap, size_t *out_len) {
+    int status = force(a, is_v3(a) && budget ? "\n</think>\n<tool_call>" : "</think>\n<tool_call>", out, cap, out_len);
+    if (status >= 0) a->phase = P_CALL;
+    return status;
+}
+
+static int step_reasoning(needle_agent *a, char *out, size_t cap, size_t *out_len) {
+    if (a->generated >= a->reasoning_max) return close_reasoning(a, 1, out, cap, out_len);
+    memcpy(a->masked, a->logits, a->vocab * sizeof *a->masked);
+    /* Free text: anything but control pieces and markers other than </think>. */
+    for (int which = 0; which < 4; which++) {
+        int32_t id = needle_tokenizer_special(a->tok, which);
+        if (id >= 0) a->masked[id] = -INFINITY;
+    }
+    for (int m = 0; m < MARKER_COUNT; m++)
+        if (m != M_THINK_END) a->masked[a->marker[m]] = -INFINITY;
+    for (int m = 0; m < EXTRA_MARKERS; m++)
+        if (a->extra[m] >= 0) a->masked[a->extra[m]] = -INFINITY;
+    double logp;
+    int32_t token = sample(a, &logp);
+    a->generated++;
+    a->reasoning_logp += logp;
+    a->reasoning_sampled++;
+    if (token == a->marker[M_THINK_END]) return close_reasoning(a, 0, out, cap, out_len);
+    needle_error err;
+    if (ids_put(&a->reasoning, &token, 1)) return fail_turn(a, NEEDLE_E_NOMEM, "out of memory");
+    int status = feed(a, &token, 1, &err);
+    if (status) return fail_turn(a, status, err.message);
+    *out_len = needle_decoder_push(a->decoder, token, out, cap);
+    return NEEDLE_STEP_REASONING;
+}
+
+static void finish_turn(needle_agent *a);
+
+/* The token that writes exactly byte b: its one-character piece (for a
+ * space, "▁", which a tokenizer may hold as a user-defined piece), else the
+ * byte-fallback piece <0xXX>; -1 when the vocabulary has neither. */
+static int32_t byte_token(const needle_agent *a, uint8_t b) {
+    int type = -1;
+    int32_t id = b == ' ' ? needle_tokenizer_piece_id(a->tok, "\xe2\x96\x81", 3)
+                          : needle_tokenizer_piece_id(a->tok, (const char *)&b, 1);
+    if (id >= 0 && nd_tokenizer_piece(a->tok, id, NULL, &type) &&
+        (type == ND_PIECE_NORMAL || (b == ' ' && type == ND_PIECE_USER)))
+        return id;
+    char hex[8];
+    snprintf(hex, sizeof hex, "<0x%02X>", b);
+    id = needle_tokenizer_piece_id(a->tok, hex, 6);
+    return id >= 0 && nd_tokenizer_byte(a->tok, id) == b ? id : -1;
+}
+
+/* Takes one token into the call: grammar, transcript, session, stream. */
+static int take_call_token(needle_agent *a, int32_t token, char *out, size_t cap, size_t *out_len) {
+    needle_error err;
+    int status = needle_grammar_accept(a->grammar, token, &err);
+    if (status) return fail_turn(a, status, err.message);
+    a->generated++;
+    if (token == a->marker[M_CALL_END]) {
+        int32_t end[2] = {token, a->marker[M_IM_END]};
+        if ((status = feed(a, end, 2, &err))) return fail_turn(a, status, err.message);
+        finish_turn(a);
+        *out_len = 0;
+        return NEEDLE_STEP_MARKER;
+    }
+    if (ids_put(&a->calls, &token, 1)) return fail_turn(a, NEEDLE_E_NOMEM, "out of memory");
+    if ((status = feed(a, &token, 1, &err))) return fail_turn(a, status, err.message);
+    *out_len = needle_decoder_push(a->decoder, token, out, cap);
+    return NEEDLE_STEP_CALL;
+}
+
+/* Budget guard: the rest of the call is its shortest completion, one byte
+ * per token, then the end token (never counted in the decode probability). */
+static int force_call_step(needle_agent *a, char *out, size_t cap, size_t *out_len) {
+    if (a->forcing_pos == a->forcing.len) return take_call_token(a, a->marker[M_CALL_END], out, cap, out_len);
+    uint8_t b = (uint8_t)a->forcing.data[a->forcing_pos++];
+    int32_t token = byte_token(a, b);
+    if (token < 0) return fail_turn(a, NEEDLE_E_SCHEMA, "the vocabulary has no token for a byte the call needs");
+    return take_call_token(a, token, out, cap, out_len);
+}
+
+static int start_forcing(needle_agent *a, size_t need, char *out, size_t cap, size_t *out_len) {
+    a->forcing.len = a->forcing_pos = 0;
+    char *text = malloc(need + 1);
+    if (!text) return fail_turn(a, NEEDLE_E_NOMEM, "out of memory");
+    size_t n = needle_grammar_completion(a->grammar, text, need + 1);
+    int status = n == need ? buffer_put(&a->forcing, text, n) : NEEDLE_E_SCHEMA;
+    free(text);
+    if (status) return fail_turn(a, status, "could not force the rest of the call");
+    return force_call_step(a, out, cap, out_len);
+}
+
+static int step_call(needle_agent *a, char *out, size_t cap, size_t *out_len) {
+    if (a->forcing.len || a->forcing_pos) return force_call_step(a, out, cap, out_len);
+    size_t left = a->generated < a->max_new ? a->max_new - a->generated : 0;
+    size_t need = needle_grammar_completion(a->grammar, NULL, 0);
+    if (need == SIZE_MAX)
+        return fail_turn(a, NEEDLE_E_SCHEMA, "no valid completion of the call array was found");
+    if (need >= left) { /* only possible before the first call token */
+        char msg[160];
+        snprintf(msg, sizeof msg, "max_new_tokens (%u) leaves %zu tokens for the call, which needs at least %zu",
+                 a->max_new, left, need + 1);
+        return fail_turn(a, NEEDLE_E_CONTEXT, msg);
+    }
+    if (left <= need + 1) return start_forcing(a, need, out, cap, out_len);
+    memcpy(a->masked, a->logits, a->vocab * sizeof *a->masked);
+    if (needle_grammar_mask(a->grammar, a->masked) == 0)
+        return fail_turn(a, NEEDLE_E_SCHEMA, "the grammar allows no token here (an unsatisfiable schema)");
+    double logp;
+    int32_t token = sample(a, &logp);
+    if (token != a->marker[M_CALL_END]) {
+        /* a token that leaves too little budget to finish is replaced by forcing */
+        size_t after = nd_grammar_completion_after(a->grammar, token);
+        if (after == SIZE_MAX || after + 1 > left - 1) return start_forcing(a, need, out, cap, out_len);
+        a->call_logp += logp;
+        a->call_sampled++;
+    }
+    return take_call_token(a, token, out, cap, out_len);
+}
+
+/* Feeds the next PREFILL_STEP ids of the turn's text; the last step leaves
+ * the logits that the reasoning's first token is sampled from. */
+static int step_prefill(needle_agent *a) {
+    size_t n = a->prompt.len - a->prompt_fed;
+    if (n > PREFILL_STEP) n = PREFILL_STEP;
+    needle_error err;
+    int status = feed(a, a->prompt.ids + a->prompt_fed, n, &err);
+    if (status) return fail_turn(a, status, err.message);
+    a->prompt_fed += n;
+    a->prefill_count += (uint32_t)n;
+    if (a->prompt_fed == a->prompt.len) a->phase = P_REASON;
+    return NEEDLE_STEP_PREFILL;
+}
+
+int needle_agent_step(needle_agent *a, char *out, size_t cap, size_t *out_len) {
+    *out_len = 0;
+    double t0 = nd_now_ms();
+    if (a->phase == P_PREFILL) {
+        int kind = step_prefill(a);
+        a->prefill_ms += nd_now_ms() - t0;
+        return kind;
+    }
+    if (a->phase != P_REASON && a->phase != P_CALL) return NEEDLE_STEP_DONE;
+    int kind = a->phase == P_REASON ? step_reasoning(a, out, cap, out_len)
+                                    : step_call(a, out, cap, out_len);
+    a->decode_ms += nd_now_ms() - t0;
+    return kind;
+}
+
+void needle_agent_abort(needle_agent *a) {
+    if (a->phase == P_PREFILL || a->phase == P_REASON || a->phase == P_CALL)
+        fail_turn(a, NEEDLE_E_ABORTED, "the turn was aborted by the caller");
+}
+
+/* ---- the envelope -------------------------------------------------------- */
+
+/* Appends s as a JSON string. */
+static int put_json_string(buffer *b, const char *s, size_t n) {
+    int status = buffer_str(b, "\"");
+    for (size_t i = 0; i < n && !status; i++) {
+        unsigned char c = (unsigned char)s[i];
+        char esc[8];
+        if (c == '"' || c == '\\') snprintf(esc, sizeof esc, "\\%c", c);
+        else if (c == '\n') snprintf(esc, sizeof esc, "\\n");
+        else if (c < 0x20) snprintf(esc, sizeof esc, "\\u%04x", c);
+        else { status = buffer_put(b, (const char *)&c, 1); continue; }
+        status = buffer_str(b, esc);
+    }
+    return status ? status : buffer_str(b, "\"");
+}
+
+static char *decode_all(const needle_agent *a, const idlist *ids, size_t *len) {
+    size_t n = needle_detokenize(a->tok, ids->ids, ids->len, NULL, 0);
+    char *text = malloc(n + 1);
+    if (text) needle_detokenize(a->tok, ids->ids, ids->len, text, n + 1), text[n] = 0;
+    *len = n;
+    return text;
+}
+
+static void finish_turn(needle_agent *a) {
+    size_t n;
+    char *calls = decode_all(a, &a->calls, &n);
+    a->last_turn_called = calls && strcmp(calls, "[]") != 0;
+    free(calls);
+    a->phase = P_DONE;
+}
+
+/* min(head, decode probability), the decode probability exp(mean log p) of
+ * the turn's sampled tokens. Needle 2's reasoning derives each argument from
+ * the query and its call copies them, so a wrong call's own tokens are as
+ * sure as a right one's; the reasoning's tokens carry the doubt
+ * (src/train/README.md has the figures). Needle 3 keeps the call's tokens alone, as
+ * its library does, since its 0.1 floor withholds calls by this value. */
+static double confidence(const needle_agent *a, int *present) {
+    float head = 1;
+    needle_error ignored;
+    *present = needle_session_head(a->session, ND_HEAD_CONFIDENCE, &head, &ignored) == NEEDLE_OK;
+    double logp = a->call_logp;
+    uint32_t n = a->call_sampled;
+    if (!is_v3(a)) logp += a->reasoning_logp, n += a->reasoning_sampled;
+    double decode_p = n ? exp(logp / n) : 1.0;
+    return head < decode_p ? head : decode_p;
+}
+
+static char lower_ascii(char c) { return c >= 'A' && c <= 'Z' ? (char)(c + 32) : c; }
+
+/* Whether text[0..n) holds s[0..m), ASCII letters compared case-folded. */
+static int contains_folded(const char *text, size_t n, const char *s, size_t m) {
+    for (size_t i = 0; m <= n && i <= n - m; i++) {
+        size_t j = 0;
+        while (j < m && lower_ascii(text[i + j]) == lower_ascii(s[j])) j++;
+        if (j == m) return 1;
+    }
+    return 0;
+}
+
+/* Whether word w[0..n) (lower case) negates: no, not, never, or a word
+ * ending in n't (ASCII or typographic apostrophe). */
+static int negating_word(const char *w, size_t n) {
+    if ((n == 2 && !memcmp(w, "no", 2)) || (n == 3 && !memcmp(w, "not", 3)) || (n == 5 && !memcmp(w, "never", 5)))
+        return 1;
+    return (n >= 3 && !memcmp(w + n - 3, "n't", 3)) || (n >= 5 && !memcmp(w + n - 5, "n\xe2\x80\x99t", 5));
+}
+
+/* Whether text[0..n) holds a negating word (words: runs of ASCII letters
+ * and apostrophes, case folded). */
+static int negates(const char *text, size_t n) {
+    char word[16];
+    size_t len = 0;
+    for (size_t i = 0; i <= n; i++) {
+        char c = i < n ? lower_ascii(text[i]) : ' ';
+        int typographic = i + 2 < n && !memcmp(text + i, "\xe2\x80\x99", 3);
+        if ((c >= 'a' && c <= 'z') || c == '\'' || typographic) {
+            size_t take = typographic ? 3 : 1;
+            if (len + take <= sizeof word) memcpy(word + len, typographic ? text + i : &c, take);
+            len += take, i += take - 1;
+            continue;
+        }
+        if (len && len <= sizeof word && negating_word(word, len)) return 1;
+        len = 0;
+    }
+    return 0;
+}
+
+/* Needle 3's "validation" (needle3-model.md section 9), by runtime
+ * convention (the sources name the fields, not their rules): "ungrounded"
+ * lists the tool.field names of the calls' top-level string arguments that
+ * the turn's text does not contain (ASCII case folded); "negation" is
+ * whether that text holds a negating word (no, not, never, ...n't). */
+static void put_validation(buffer *b, const needle_agent *a, const char *calls, size_t n) {
+    needle_error ignored;
+    nd_json *doc = nd_json_parse(calls, n, 64, &ignored);
+    const nd_jv *list = doc ? nd_json_root(doc) : NULL;
+    buffer field = {0};
+    buffer_str(b, ",\"validation\":{\"ungrounded\":[");
+    for (size_t i = 0; list && i < list->n; i++) {
+        const nd_jv *name = nd_jv_get(&list->kids[i], "name"), *args = nd_jv_get(&list->kids[i], "arguments");
+        for (size_t k = 0; name && args && args->type == ND_JOBJECT && k < args->n; k++) {
+            const nd_jv *v = &args->kids[k];
+            if (v->type != ND_JSTRING || contains_folded(a->turn_text.data, a->turn_text.len, v->str, v->len)) continue;
+            if (field.len) buffer_str(b, ",");
+            field.len = 0;
+            buffer_put(&field, name->str, name->len), buffer_str(&field, "."), buffer_put(&field, v->key, v->klen);
+            put_json_string(b, field.data, field.len);
+        }
+    }
+    buffer_str(b, negates(a->turn_text.data, a->turn_text.len) ? "],\"negation\":true}" : "],\"negation\":false}");
+    free(field.data);
+    nd_json_free(doc);
+}
+
+size_t needle_agent_envelope(const needle_agent *a, char *out, size_t cap) {
+    buffer b = {0};
+    char num[64];
+    int ok = a->phase == P_DONE && !a->turn_error.code, present = 0;
+    size_t calls_len = 0, reasoning_len = 0;
+    char *calls = ok ? decode_all(a, &a->calls, &calls_len) : NULL;
+    char *reasoning = decode_all(a, &a->reasoning, &reasoning_len);
+    int responded = a->turn_kind == NEEDLE_TURN_TOOL_RESULT && calls && !strcmp(calls, "[]");
+    buffer_str(&b, responded ? "{\"type\":\"respond\"" : "{\"type\":\"call\"");
+    buffer_str(&b, ok ? ",\"success\":true,\"error\":null,\"error_code\":null" : ",\"success\":false,\"error\":");
+    if (!ok) {
+        const char *message = a->turn_error.code ? a->turn_error.message : "no completed turn";
+        put_json_string(&b, message, strlen(message));
+        snprintf(num, sizeof num, ",\"error_code\":%d", a->turn_error.code ? a->turn_error.code : NEEDLE_E_ARGUMENT);
+        buffer_str(&b, num);
+    }
+    double c = ok ? confidence(a, &present) : 0;
+    /* Needle 3 withholds a call under confidence 0.1 (needle3-model.md section
+     * 9), unless a call is required (an extraction). */
+    int withheld = is_v3(a) && !a->require_call && present && c < SUPPRESS_BELOW && calls && strcmp(calls, "[]") != 0;
+    buffer_str(&b, ",\"function_calls\":");
+    buffer_str(&b, calls && !withheld ? calls : "[]");
+    if (is_v3(a)) {
+        buffer_str(&b, ",\"suppressed_calls\":");
+        buffer_str(&b, withheld ? calls : "[]");
+        if (calls && strcmp(calls, "[]") != 0) put_validation(&b, a, calls, calls_len);
+    }
+    buffer_str(&b, ",\"reasoning\":");
+    const char *shown = reasoning && is_v3(a) ? strip(reasoning, &reasoning_len) : reasoning;
+    put_json_string(&b, shown ? shown : "", reasoning_len);
+    if (present) snprintf(num, sizeof num, ",\"confidence\":%.6g", c);
+    buffer_str(&b, present ? num : ",\"confidence\":null");
+    double prefill_tps = a->prefill_ms > 0 ? a->prefill_count / (a->prefill_ms / 1e3) : 0;
+    double decode_tps = a->decode_ms > 0 ? a->generated / (a->decode_ms / 1e3) : 0;
+    snprintf(num, sizeof num, ",\"prefill_tps\":%.1f,\"decode_tps\":%.1f", prefill_tps, decode_tps);
+    buffer_str(&b, num);
+    snprintf(num, sizeof num, ",\"peak_ram_mb\":%.2f}", a->peak_bytes / 1048576.0);
+    buffer_str(&b, num);
+    free(calls);
+    free(reasoning);
+    return copy_out(&b, out, cap);
+}
+
+/* ---- reset and inspection ------------------------------------------------ */
+
+int needle_agent_reset(needle_agent *a, needle_error *err) {
+    if (!a->session) return nd_fail(err, NEEDLE_E_ARGUMENT, "call needle_agent_init before reset");
+    int status = needle_session_rewind(a->session, (uint32_t)a->prefix.len, err);
+    if (status) return status;
+    nd_session_pool_restore(a->session, a->pool_prefix);
+    a->conversation.len = 0;
+    a->last_turn_called = 0;
+    a->phase = P_IDLE;
+    return NEEDLE_OK;
+}
+
+uint32_t needle_agent_prefill_count(const needle_agent *a) { return a->prefill_count; }
+
+size_t needle_agent_rendered_tools(const needle_agent *a, char *out, size_t cap) {
+    buffer b = {0};
+    if (render_tools(a, a->chosen, a->chosen_count, &b)) return 0;
+    return copy_out(&b, out, cap);
+}
