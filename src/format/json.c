@@ -435,3 +435,23 @@ size_t nd_json_compact(const char *json, size_t len, int ascii, char *out, size_
 size_t needle_json_compact(const char *json, size_t len, char *out, size_t cap, needle_error *err) {
     return nd_json_compact(json, len, 1, out, cap, err);
 }
+
+/* Renders s[0..n) for an error message: JSON escapes for '"', '\\' and
+ * control characters, cut (with "...") after max bytes of s or when out
+ * fills up, always between UTF-8 characters. */
+void nd_escape(char *out, size_t cap, const char *s, size_t n, size_t max) {
+    size_t w = 0;
+    for (size_t i = 0; i < n;) {
+        unsigned char ch = (unsigned char)s[i];
+        size_t len = ch < 0x80 ? 1 : ch >= 0xF0 ? 4 : ch >= 0xE0 ? 3 : 2;
+        if (len > n - i) len = n - i;
+        int quote = ch == '"' || ch == '\\', ctrl = ch < 0x20 || ch == 0x7F;
+        size_t need = quote ? 2 : ctrl ? 6 : len;
+        if (i + len > max || w + need + 4 > cap) { memcpy(out + w, "...", 3), w += 3; break; }
+        if (quote) out[w++] = '\\', out[w++] = (char)ch;
+        else if (ctrl) w += (size_t)snprintf(out + w, cap - w, "\\u%04x", ch);
+        else memcpy(out + w, s + i, len), w += len;
+        i += len;
+    }
+    out[w] = 0;
+}

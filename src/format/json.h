@@ -56,4 +56,9 @@ size_t nd_json_compact(const char *json, size_t len, int ascii, char *out, size_
  * (with quotes) into out (at most cap bytes); returns the full length. */
 size_t nd_json_string(const char *s, size_t len, int ascii, char *out, size_t cap);
 
+/* Renders s[0..n) for an error message: JSON escapes for '"', '\\' and
+ * control characters, cut (with "...") after max bytes of s or when out
+ * fills up, always between UTF-8 characters. */
+void nd_escape(char *out, size_t cap, const char *s, size_t n, size_t max);
+
 #endif

@@ -36,10 +36,6 @@ uint32_t nd_grammar_mask_walked(needle_grammar *g, float *logits);
 /* Masks served from memory and masks walked since g was made. */
 void nd_grammar_mask_counts(const needle_grammar *g, uint64_t *remembered, uint64_t *walked);
 
-/* s[0..n) for an error message (a tool's name, say): JSON escapes, cut with
- * "..." after max bytes, between UTF-8 characters (grammar_schema.c). */
-void nd_escape(char *out, size_t cap, const char *s, size_t n, size_t max);
-
 /* Compiles an ECMAScript pattern (the subset regex.h documents) and
  * reports whether the whole string s matches it with JSON Schema's search
  * semantics (unanchored unless ^/$): 1 match, 0 no match, -1 compile error

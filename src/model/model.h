@@ -76,13 +76,6 @@ struct needle_model {
     float *head_rows;          /* the heads' CQ matrices, dequantised (model_v3.c) */
 };
 
-/* Views of the archive's tensors for the loaders (model.c, model_v3.c): a
- * CQ matrix checked against [rows, cols], a dense tensor (already in f32[])
- * checked against its element count. */
-int nd_model_cq(const nd_archive *a, uint32_t index, uint32_t rows, uint32_t cols, nd_cq *m, needle_error *err);
-int nd_model_dense(const nd_archive *a, float *const *f32, uint32_t index, uint64_t elements, const float **out,
-                   needle_error *err);
-
 #ifdef ND_NEEDLE3
 #define ND_IS_V3(g) ((g)->generation == 3)
 /* Layer i of a Needle 3 archive, and the permutations and split of its MLP. */

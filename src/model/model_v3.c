@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "model/model.h"
+#include "model/weights.h"
 
 #define BINARY_LEVEL 0.7978845608028654 /* sqrt(2/pi): E|x| of a unit Gaussian */
 
