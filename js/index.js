@@ -9,10 +9,11 @@
 
 import { Model } from './model.js';
 import { Needle as InThreadNeedle } from './agent.js';
-import { checkKeys } from './options.js';
-import { LOAD_OPTIONS, DEMO_ARCHIVE_URL } from './load.js';
+import { DEMO_ARCHIVE_URL } from './load.js';
+import { isBrowserPage, loadModel, withDemoHint } from './load-model.js';
 
 export { Model, Session } from './model.js';
+export { loadModel, loadModelInThread } from './load-model.js';
 export { NeedleError, STATUS } from './engine.js';
 export { ARCHIVE_CACHE } from './load.js';
 export { tool } from './agent.js';
@@ -24,47 +25,6 @@ export { NEEDLE2_URL, NEEDLE2_FIGURES, loadNeedle2, verifyNeedle2 } from './need
  *  18 tools of dist/demo-tools.json (src/train/), not Needle 2. Bundled apps that use it
  *  import DEMO_ARCHIVE_URL from 'needle-wasm/demo' instead, so that the bundler emits it. */
 export { DEMO_ARCHIVE_URL };
-
-const isBrowserPage = typeof window !== 'undefined' && typeof document !== 'undefined'
-  && typeof Worker !== 'undefined';
-
-/**
- * Loads a .cact archive in this thread, streaming it into wasm memory.
- * source: URL string, URL, Request, Response, ReadableStream, Blob/File,
- * ArrayBuffer or typed array, or (Node) a file path.
- * options: onProgress({loaded, total, checked}), signal, cache, total, wasm,
- * threads ('auto', the default, or a count; model.engine.threads says what runs).
- * The model's `source` field reports { size, label, fromCache, cacheError }.
- */
-export function loadModelInThread(source, options = {}) {
-  checkKeys('loadModel()', options, LOAD_OPTIONS);
-  return source === undefined ? withDemoHint(Model.load(DEMO_ARCHIVE_URL, options)) : Model.load(source, options);
-}
-
-/** Loads a .cact archive (see loadModelInThread); options.worker chooses
- *  where it runs (default: a Web Worker in pages, this thread elsewhere). */
-export async function loadModel(source, options = {}) {
-  checkKeys('loadModel()', options, LOAD_OPTIONS);
-  if (options.worker ?? isBrowserPage) {
-    const { WorkerModel } = await import('./client.js');
-    return source === undefined ? withDemoHint(WorkerModel.load(DEMO_ARCHIVE_URL, options)) : WorkerModel.load(source, options);
-  }
-  return loadModelInThread(source, options);
-}
-
-/** The default model not found, as in a bundled app that did not import
- *  'needle-wasm/demo' (the bundler then has no copy of it): say so. */
-async function withDemoHint(loading) {
-  try {
-    return await loading;
-  } catch (error) {
-    if (['HTTP', 'NETWORK', 'READ'].includes(error?.code)) {
-      error.message += '. A bundled app that uses the built-in demo model passes it by name: '
-        + "import { DEMO_ARCHIVE_URL } from 'needle-wasm/demo'; loadModel(DEMO_ARCHIVE_URL)";
-    }
-    throw error;
-  }
-}
 
 /**
  * The agent (agent.js). Needle.create({ model, tools, system, ...sampling,

@@ -13,7 +13,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { NeedleError, abortError } from './errors.js';
 import { NEEDLE2_URL, needle2Error, verifyNeedle2 } from './needle2.js';
-import { loadModelInThread } from './index.js';
+import { loadModelInThread } from './load-model.js';
 
 /** The cache directory: dir if given, else from the environment. */
 export function cacheDir(dir, env = process.env) {

@@ -18,6 +18,7 @@
 import { NeedleError } from './errors.js';
 import { LOAD_OPTIONS, ARCHIVE_CACHE } from './load.js';
 import { checkKeys } from './options.js';
+import { loadModel } from './load-model.js';
 
 /** Where Needle 2 lives: Hugging Face Cactus-Compute/needle2 (it redirects to its CDN). */
 export const NEEDLE2_URL = 'https://huggingface.co/Cactus-Compute/needle2/resolve/main/needle2.cact';
@@ -126,7 +127,6 @@ async function forget(url, cache) {
 export async function loadNeedle2(options = {}) {
   checkKeys('loadNeedle2()', options, OPTIONS);
   const { url = NEEDLE2_URL, expect, ...load } = options;
-  const { loadModel } = await import('./index.js'); // index.js exports this file
   let model;
   try {
     model = await loadModel(url, load);

@@ -20,6 +20,7 @@ import { NeedleError, STATUS, abortError } from './errors.js';
 import { Model } from './model.js';
 import { Needle } from './agent.js';
 import { checkInteger, checkKeys } from './options.js';
+import { loadModel } from './load-model.js';
 import { planRequest, invalid } from './openai-request.js';
 import { TurnChunks, foldChunks } from './openai-chunks.js';
 
@@ -38,7 +39,6 @@ export async function openai(options = {}) {
   const given = model instanceof Model || typeof model?.createAgent === 'function';
   let loaded = model;
   if (!given) {
-    const { loadModel } = await import('./index.js'); // index.js exports this file; undefined: the demo model
     loaded = await loadModel(model, { ...load, ...(worker === undefined ? {} : { worker }) });
   }
   return new NeedleOpenAI(loaded, { name: name ?? nameOf(loaded), owned: !given, maxAgents });
