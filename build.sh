@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 export NODE_PATH="${NODE_PATH:-/usr/share/nodejs}"  # Debian's emcc optimiser needs Debian's acorn
-# The engine's layers, each a folder: format, kernels, model, grammar, agent.
+# The engine's layers (docs/architecture.md): format, kernels, model, grammar, agent.
 ENGINE_SOURCES=$(ls src/{format,kernels,model,grammar,agent}/*.c | grep -v '_simd128\.c$')
 SIMD_SOURCES=$(ls src/kernels/*_simd128.c)
 CFLAGS_COMMON="-std=c11 -Wall -Wextra -Wno-unused-parameter -Isrc"
@@ -199,6 +199,7 @@ deps() {
   compgen -G "/usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a" >/dev/null || need+=(libclang-rt-14-dev)
   command -v node >/dev/null || need+=(nodejs npm)
   [ -x /usr/bin/chromium ] || need+=(chromium)
+  [ -x /usr/bin/firefox-esr ] || need+=(firefox-esr)  # the page's tests run in Firefox too
   if [ ${#need[@]} -gt 0 ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
