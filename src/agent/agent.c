@@ -762,6 +762,25 @@ static int start_forcing(needle_agent *a, size_t need, char *out, size_t cap, si
     return force_call_step(a, out, cap, out_len);
 }
 
+/* The makers' cycle ban (needle3-engine.md section 2), for both
+ * generations: when the call's last 6p tokens are six repeats of a cycle of
+ * p = 1..4 tokens, the token that would start a seventh is refused, so a
+ * value cannot run on as repeated markup ("kitchen to 10}}]}}]...") until
+ * the budget ends it. The grammar's only allowed token is never refused. */
+#define CYCLE_REPEATS 6
+#define CYCLE_LONGEST 4
+
+static int32_t cycle_to_ban(const idlist *calls) {
+    for (size_t p = 1; p <= CYCLE_LONGEST; p++) {
+        if (calls->len < CYCLE_REPEATS * p) break;
+        const int32_t *tail = calls->ids + calls->len - CYCLE_REPEATS * p;
+        size_t i = p;
+        while (i < CYCLE_REPEATS * p && tail[i] == tail[i - p]) i++;
+        if (i == CYCLE_REPEATS * p) return tail[0]; /* the next repeat starts as the first did */
+    }
+    return -1;
+}
+
 static int step_call(needle_agent *a, char *out, size_t cap, size_t *out_len) {
     if (a->forcing.len || a->forcing_pos) return force_call_step(a, out, cap, out_len);
     size_t left = a->generated < a->max_new ? a->max_new - a->generated : 0;
@@ -776,8 +795,11 @@ static int step_call(needle_agent *a, char *out, size_t cap, size_t *out_len) {
     }
     if (left <= need + 1) return start_forcing(a, need, out, cap, out_len);
     memcpy(a->masked, a->logits, a->vocab * sizeof *a->masked);
-    if (needle_grammar_mask(a->grammar, a->masked) == 0)
+    uint32_t allowed = needle_grammar_mask(a->grammar, a->masked);
+    if (allowed == 0)
         return fail_turn(a, NEEDLE_E_SCHEMA, "the grammar allows no token here (an unsatisfiable schema)");
+    int32_t banned = cycle_to_ban(&a->calls);
+    if (banned >= 0 && allowed > 1) a->masked[banned] = -INFINITY;
     double logp;
     int32_t token = sample(a, &logp);
     if (token != a->marker[M_CALL_END]) {
