@@ -6,6 +6,7 @@ import { parseArgs } from 'node:util';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { loadModel, DEMO_ARCHIVE_URL, Needle } from './index.js';
+import { nearest } from './options.js';
 
 const USAGE = `usage: needle-wasm <command> [FILE] [options]
   inspect [FILE] [--json]             geometry and tensor table of an archive
@@ -194,8 +195,24 @@ async function fetchModel([name = 'needle2', ...extra], values) {
   console.log(path);
 }
 
+/** argv as parseArgs reads it; a misspelt option or a missing value is a usage error. */
+function parse(argv) {
+  // Unknown options first, from the tokens of a lenient parse: the strict one's message names no alternative.
+  const { tokens } = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: false, tokens: true });
+  const unknown = tokens.find((t) => t.kind === 'option' && !Object.hasOwn(OPTIONS, t.name));
+  if (unknown) {
+    const near = nearest(unknown.name, Object.keys(OPTIONS));
+    throw new UsageError(`unknown option ${unknown.rawName}${near ? `: did you mean --${near}?` : ''}`);
+  }
+  try {
+    return parseArgs({ args: argv, options: OPTIONS, allowPositionals: true });
+  } catch (error) {
+    throw new UsageError(error.message); // a string option without its value, a value given to a flag
+  }
+}
+
 async function main(argv) {
-  const { values, positionals } = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true });
+  const { values, positionals } = parse(argv);
   const [command, ...rest] = positionals;
   if (values.version || command === 'version') {
     const { readFile } = await import('node:fs/promises');
@@ -207,7 +224,10 @@ async function main(argv) {
     return 0;
   }
   const run = COMMANDS[command];
-  if (!run) throw new UsageError(`unknown command "${command}"`);
+  if (!run) {
+    const near = nearest(command, [...Object.keys(COMMANDS), 'help', 'version']);
+    throw new UsageError(`unknown command "${command}"${near ? `: did you mean ${near}?` : ''}`);
+  }
   const named = FILE_COMMANDS.has(command) && rest[0] === 'needle2';
   if (named) rest[0] = await (await import('./needle2-cache.js')).cachedNeedle2(values['cache-dir']);
   await run(rest, values, { named });

@@ -47,13 +47,25 @@ export function checkSampling({ temperature, topK, topP, minP, repetitionPenalty
 export function checkKeys(where, options, known) {
   for (const key of Object.keys(options ?? {})) {
     if (known.includes(key)) continue;
-    const near = known.filter((k) => distance(k.toLowerCase(), key.toLowerCase()) <= 2);
-    const hint = near.length ? `did you mean ${near[0]}? ` : '';
+    const near = nearest(key, known);
+    const hint = near ? `did you mean ${near}? ` : '';
     throw new NeedleError(`unknown option ${key} of ${where}: ${hint}(${where} takes ${known.join(', ')})`, STATUS.ARGUMENT);
   }
 }
 
-/** Levenshtein distance, for the hint above. */
+/** The known name a misspelt `word` most likely meant: the closest within 2
+ *  edits, case aside (the first of equals), or undefined. Also the CLI's hint. */
+export function nearest(word, known) {
+  let best;
+  let bestDistance = 3;
+  for (const name of known) {
+    const d = distance(name.toLowerCase(), word.toLowerCase());
+    if (d < bestDistance) [best, bestDistance] = [name, d];
+  }
+  return best;
+}
+
+/** Levenshtein distance, for the hints above. */
 function distance(a, b) {
   let row = Array.from({ length: b.length + 1 }, (_, j) => j);
   for (let i = 1; i <= a.length; i++) {
