@@ -16,6 +16,7 @@ import { checkInteger, checkKeys, checkSampling } from './options.js';
 import { parseExactJson } from './exact-json.js';
 import { Model } from './model.js';
 import { LOAD_OPTIONS, DEMO_ARCHIVE_URL } from './load.js';
+import { demoWarnings } from './demo-model.js';
 
 const TURN = { auto: 0, query: 1, tool_result: 2 };
 const STEP = { done: 0, reasoning: 1, call: 2, marker: 3, prefill: 4, failed: -1 };
@@ -107,6 +108,11 @@ export async function runTools(agent, functions, query, { maxTurns = 4, ...optio
 
 const COMPLETE_OPTIONS = ['maxNewTokens', 'signal', 'kind', 'onToken', ...SAMPLING_OPTIONS];
 
+/** The one tool an extraction declares, its call required: its arguments are the answer. */
+export function extractionTool(schema, { name = 'extract', description = 'Extract the fields from the text.' } = {}) {
+  return { name, description, parameters: schema };
+}
+
 export class Needle {
   /** options: model (Model, or a source loaded in this thread with options.load),
    *  tools, system, sampling (temperature, topK, topP, minP, repetitionPenalty, seed, exact),
@@ -142,6 +148,9 @@ export class Needle {
     if (!this.handle) throw engine.lastError(STATUS.NOMEM);
     this.piece = engine.malloc(PIECE_BYTES);
     this.pieceLength = engine.malloc(8);
+    // Before any tool is added the fingerprint is the archive's alone: is it the demo model?
+    engine.x.needle_agent_fingerprint(this.handle, this.piece);
+    this.warnings = demoWarnings(engine.readString(this.piece, 16), this.declarations);
     model.dependents.add(this); // model.free() frees this agent first
   }
 
@@ -196,7 +205,7 @@ export class Needle {
     if (signal?.aborted) throw abortError('the turn', signal);
     const status = engine.withString(input, (ptr, len) =>
       engine.x.needle_agent_begin(this.handle, ptr, len, TURN[turn], maxNewTokens, engine.err));
-    if (status !== STATUS.OK) return failedEnvelope(engine.lastError(status));
+    if (status !== STATUS.OK) return this.warned(failedEnvelope(engine.lastError(status)));
     this.busy = true;
     try {
       for (;;) {
@@ -215,7 +224,12 @@ export class Needle {
     } finally {
       this.busy = false;
     }
-    return this.envelope();
+    return this.warned(this.envelope());
+  }
+
+  /** An envelope with the agent's warnings (demo-model.js), when it has any. */
+  warned(envelope) {
+    return this.warnings.length ? { ...envelope, warnings: [...this.warnings] } : envelope;
   }
 
   /** Sampling options given to a turn restart the sampler for it from the
@@ -255,10 +269,10 @@ export class Needle {
   run(query, options) { return runTools(this, this.functions, query, options); }
 
   /** One-tool extraction: the arguments the model fills for `schema` from text. */
-  async extract(text, schema, { name = 'extract', description = 'Extract the fields from the text.', ...options } = {}) {
+  async extract(text, schema, { name, description, ...options } = {}) {
     checkKeys('extract()', options, COMPLETE_OPTIONS.filter((k) => k !== 'kind'));
     this.live();
-    const extractor = new Needle(this.model, [{ name, description, parameters: schema }], this.system, this.sampling);
+    const extractor = new Needle(this.model, [extractionTool(schema, { name, description })], this.system, this.sampling);
     try {
       this.engine.x.needle_agent_require_call(extractor.handle, 1); // an extraction always calls its tool
       extractor.init();

@@ -394,6 +394,9 @@ export interface Envelope {
   prefill_tps: number;
   decode_tps: number;
   peak_ram_mb: number;
+  /** Present only when there is something to say: on the built-in demo model, one sentence when the agent
+   *  declares a tool that is not one of the 18 it was trained on (another name, description or parameters). */
+  warnings?: string[];
 }
 
 /** Needle.run's result: the last envelope and every tool call it ran. */
@@ -543,6 +546,8 @@ export interface ChatToolCallParam {
 export interface ChatMessageParam {
   role: 'system' | 'developer' | 'user' | 'assistant' | 'tool' | 'function';
   content?: ChatContent | null;
+  /** An assistant message's reasoning, as answers carry it (not read: the turn is regenerated). */
+  reasoning_content?: string | null;
   name?: string;
   tool_calls?: ChatToolCallParam[];
   tool_call_id?: string;
@@ -557,12 +562,23 @@ export interface ChatToolParam {
 /** 'none': no tool is declared; 'required': at least one call; a named function: only it, called. */
 export type ChatToolChoice = 'auto' | 'none' | 'required' | { type: string; function?: { name: string } };
 
+/**
+ * 'text' (default): the agent's answer. 'json_schema': an extraction (Needle.extract), the JSON
+ * of the schema's fields as the content; it reads system and user messages only, and no tools
+ * (tool_choice 'none' aside). 'json_object' is refused: the grammar writes declared properties only.
+ */
+export type ChatResponseFormat =
+  | { type: 'text' }
+  | { type: 'json_object' }
+  | { type: 'json_schema'; json_schema: { name: string; description?: string; schema?: JsonSchema; strict?: boolean | null } };
+
 export interface ChatCompletionParams {
   messages: ChatMessageParam[];
   /** Any name: answers carry the client's. */
   model?: string;
   tools?: ChatToolParam[] | null;
   tool_choice?: ChatToolChoice | null;
+  response_format?: ChatResponseFormat | null;
   /** Default 0 (greedy, the agent's default; OpenAI's is 1), at most 2. */
   temperature?: number | null;
   top_p?: number | null;
@@ -602,13 +618,19 @@ export interface ChatCompletion {
   model: string;
   choices: {
     index: number;
-    /** content: the text the model writes before its calls (its reasoning; Needle writes no other), null when empty. */
-    message: { role: 'assistant'; content: string | null; refusal: null; tool_calls?: ChatToolCall[] };
+    /**
+     * reasoning_content: the text the model writes before its calls (its reasoning), null when empty.
+     * content: null when the turn calls; else the text it wrote (its reasoning, Needle writes no
+     * other), or with response_format json_schema the JSON of the fields.
+     */
+    message: { role: 'assistant'; content: string | null; reasoning_content: string | null; refusal: null; tool_calls?: ChatToolCall[] };
     /** 'length': the turn used its whole budget (the grammar then closed the call at its shortest). */
     finish_reason: ChatFinishReason;
     logprobs: null;
   }[];
   usage: ChatUsage;
+  /** The envelope's warnings (Envelope.warnings), when there are any. */
+  warnings?: string[];
 }
 
 export interface ChatCompletionChunk {
@@ -619,16 +641,21 @@ export interface ChatCompletionChunk {
   /** Empty in the usage chunk (stream_options.include_usage). */
   choices: {
     index: number;
-    /** The first chunk has the role; a tool call's first delta its index, id, type and name, later ones argument text. */
+    /** The first chunk has the role; reasoning streams as reasoning_content; a tool call's first delta
+     *  has its index, id, type and name, later ones argument text; a turn that calls nothing sends its
+     *  text as content once, before the finish_reason chunk (json_schema: the JSON as it is written). */
     delta: {
       role?: 'assistant';
       content?: string | null;
+      reasoning_content?: string;
       tool_calls?: { index: number; id?: string; type?: 'function'; function?: { name?: string; arguments?: string } }[];
     };
     finish_reason: ChatFinishReason | null;
     logprobs: null;
   }[];
   usage?: ChatUsage | null;
+  /** On the finish_reason chunk: the envelope's warnings, when there are any. */
+  warnings?: string[];
 }
 
 /** The chunks of a streamed answer; stopping the iteration early aborts the request. */

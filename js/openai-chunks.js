@@ -1,12 +1,16 @@
 // openai-chunks.js: one agent turn as OpenAI's chat.completion.chunk objects,
 // and chunks folded back into a chat.completion, so the streamed and the
 // whole answer are one code path. The agent streams its reasoning and its
-// call array as text pieces (agent.js onToken). The reasoning is the only
-// text Needle writes, so it is the message content. The call array is the
-// compact [{"name":..,"arguments":{..}},..] the grammar allows (name first),
-// so a small scanner cuts it into OpenAI's tool_calls deltas: each call's id
-// and name once its name is written, then its arguments text as it arrives
-// (the model's own text, so `arguments` keeps every digit it wrote).
+// call array as text pieces (agent.js onToken). The reasoning streams as
+// `reasoning_content` (the field of servers that expose reasoning); a turn
+// that calls nothing has no other text, so its reasoning is its content too,
+// sent once at the end (whether a call follows is unknown until then). The
+// call array is the compact [{"name":..,"arguments":{..}},..] the grammar
+// allows (name first), so a small scanner cuts it into OpenAI's tool_calls
+// deltas: each call's id and name once its name is written, then its
+// arguments text as it arrives (the model's own text, so `arguments` keeps
+// every digit it wrote). In an extraction (response_format json_schema) the
+// first call's arguments text is the content instead, and no call is shown.
 
 /**
  * Cuts the call array's text into events as it streams in:
@@ -81,14 +85,17 @@ export function randomId(prefix, bytes = 12) {
 
 /**
  * The chunks of one turn. start() is the role chunk, piece() turns an agent
- * piece into content or tool_calls chunks, finish() gives the last chunk
- * (finish_reason) and, with includeUsage, the usage chunk.
+ * piece into reasoning, content or tool_calls chunks, finish() gives the last
+ * chunks (the text of a turn that called nothing, then finish_reason) and,
+ * with includeUsage, the usage chunk. extraction: the first call's arguments are the content.
  */
 export class TurnChunks {
-  constructor({ model, includeUsage, maxNewTokens }) {
+  constructor({ model, includeUsage, maxNewTokens, extraction = false }) {
     this.head = { id: randomId('chatcmpl-'), object: 'chat.completion.chunk', created: Math.floor(Date.now() / 1000), model };
     this.includeUsage = includeUsage;
     this.maxNewTokens = maxNewTokens;
+    this.extraction = extraction;
+    this.reasoning = ''; // streamed so far: the content of a turn that calls nothing
     this.scanner = new CallScanner();
     this.calls = []; // index -> true once its id and name were sent
     this.waiting = []; // index -> arguments text that came before the name
@@ -108,8 +115,13 @@ export class TurnChunks {
   piece({ kind, text }) {
     if (kind === 'marker') return []; // "</think>\n<tool_call>": forced, not the model's words
     this.tokens++; // one sampled token per piece
-    if (kind === 'reasoning') return [this.chunk({ content: text })];
-    return this.scanner.push(text).flatMap((event) => this.callChunks(event));
+    if (kind === 'reasoning') {
+      this.reasoning += text;
+      return [this.chunk({ reasoning_content: text })];
+    }
+    const events = this.scanner.push(text);
+    if (this.extraction) return events.filter((e) => e.index === 0 && e.arguments).map((e) => this.chunk({ content: e.arguments }));
+    return events.flatMap((event) => this.callChunks(event));
   }
 
   callChunks({ index, name, arguments: text }) {
@@ -130,12 +142,15 @@ export class TurnChunks {
   /** The last chunks. promptTokens: what the request prefilled. completion_tokens
    *  counts the pieces streamed and the call's end token, a lower bound of the tokens
    *  generated (the envelope has no count); 'length' once it reaches the budget, where
-   *  the grammar closed the call at its shortest. */
-  finish({ promptTokens }) {
+   *  the grammar closed the call at its shortest. warnings: the envelope's (demo-model.js),
+   *  a top-level field of the finish_reason chunk. */
+  finish({ promptTokens, warnings }) {
     const completion = this.tokens;
-    const reason = completion >= this.maxNewTokens ? 'length' : this.calls.length ? 'tool_calls' : 'stop';
+    const calls = this.calls.length > 0;
+    const reason = completion >= this.maxNewTokens ? 'length' : calls ? 'tool_calls' : 'stop';
     const usage = { prompt_tokens: promptTokens, completion_tokens: completion, total_tokens: promptTokens + completion };
-    const last = [this.chunk({}, reason)];
+    const text = !calls && !this.extraction && this.reasoning ? [this.chunk({ content: this.reasoning })] : [];
+    const last = [...text, { ...this.chunk({}, reason), ...(warnings?.length ? { warnings } : {}) }];
     return this.includeUsage ? [...last, { ...this.head, choices: [], usage }] : last;
   }
 }
@@ -143,13 +158,17 @@ export class TurnChunks {
 /** Chunks folded into the chat.completion they stream. */
 export function foldChunks(chunks) {
   let content = '';
+  let reasoning = '';
   let finishReason = null;
   let usage;
+  let warnings;
   const calls = [];
   for (const chunk of chunks) {
     if (chunk.usage) usage = chunk.usage;
+    if (chunk.warnings) warnings = chunk.warnings;
     for (const { delta, finish_reason: reason } of chunk.choices) {
       content += delta.content ?? '';
+      reasoning += delta.reasoning_content ?? '';
       for (const { index, id, function: fn } of delta.tool_calls ?? []) {
         const call = (calls[index] ??= { id: '', type: 'function', function: { name: '', arguments: '' } });
         if (id) call.id = id;
@@ -160,10 +179,14 @@ export function foldChunks(chunks) {
     }
   }
   const { id, created, model } = chunks[0];
-  const message = { role: 'assistant', content: content || null, refusal: null, ...(calls.length ? { tool_calls: calls } : {}) };
+  const message = {
+    role: 'assistant', content: content || null, reasoning_content: reasoning || null, refusal: null,
+    ...(calls.length ? { tool_calls: calls } : {}),
+  };
   return {
     id, object: 'chat.completion', created, model,
     choices: [{ index: 0, message, finish_reason: finishReason, logprobs: null }],
     ...(usage ? { usage } : {}),
+    ...(warnings ? { warnings } : {}),
   };
 }

@@ -3,6 +3,11 @@
 // whether a call is required), the turns of the conversation, and the
 // sampling options. No engine here, so it runs and fails before any work.
 //
+// response_format { type: 'json_schema' } is an extraction (agent.js
+// extract): the agent declares the schema as its one tool and must call it;
+// the call's arguments are the answer. It reads one query, so it takes
+// system and user messages only, and no tools.
+//
 // A conversation maps onto the agent's turns as
 //   system/developer*  (user+ assistant | tool+ assistant)*  (user+ | tool+)
 // user messages are a query, tool messages the results of the assistant's
@@ -12,8 +17,9 @@
 
 import { NeedleError, STATUS } from './errors.js';
 import { checkInteger, checkKeys, checkNumber } from './options.js';
+import { extractionTool } from './agent.js';
 
-const PARAMS = ['model', 'messages', 'tools', 'tool_choice', 'temperature', 'top_p', 'seed', 'max_tokens',
+const PARAMS = ['model', 'messages', 'tools', 'tool_choice', 'response_format', 'temperature', 'top_p', 'seed', 'max_tokens',
   'max_completion_tokens', 'n', 'stream', 'stream_options', 'signal'];
 const DEFAULT_MAX_TOKENS = 256; // the agent's default budget of a turn
 
@@ -39,19 +45,26 @@ const given = (value) => (value === null ? undefined : value);
 
 /**
  * The plan of one request: { agent: { system, tools, requireCall }, turns,
- * final, sampling, maxNewTokens, stream, includeUsage, signal }. turns are
- * the exchanges before the last input ({ input, reply: { calls, at } });
- * an input is { kind: 'query' | 'tool_result', value, at }.
+ * final, extraction, sampling, maxNewTokens, stream, includeUsage, signal }.
+ * turns are the exchanges before the last input ({ input, reply: { calls, at } });
+ * an input is { kind: 'query' | 'tool_result', value, at }. extraction: the
+ * answer is the call's arguments (response_format json_schema).
  */
 export function planRequest(params) {
   if (!params || typeof params !== 'object' || Array.isArray(params)) throw invalid('messages', 'is missing: create() takes { messages, ... }');
   const unknown = Object.keys(params).find((key) => !PARAMS.includes(key));
   if (unknown) checked(unknown, () => checkKeys('chat.completions.create()', params, PARAMS));
   const { system, turns, final } = conversationOf(params.messages);
-  const tools = declarationsOf(given(params.tools));
+  const choice = choiceOf(given(params.tool_choice), declarationsOf(given(params.tools)));
+  const extraction = extractionOf(given(params.response_format));
+  if (extraction) {
+    if (choice.tools.length) throw invalid('response_format', 'cannot be combined with tools: a turn answers with calls or in the format, not either; leave tools out or set tool_choice "none"');
+    if (turns.length) throw invalid(turns[0].reply.at, 'an assistant message with response_format json_schema, which reads one query (system and user messages), not a conversation');
+  }
   return {
-    agent: { system, ...choiceOf(given(params.tool_choice), tools) },
+    agent: { system, ...(extraction ? { tools: [extraction], requireCall: true } : choice) },
     turns, final,
+    extraction: !!extraction,
     sampling: samplingOf(params),
     maxNewTokens: maxTokensOf(params),
     ...streamOf(params),
@@ -90,6 +103,27 @@ function choiceOf(choice = 'auto', tools) {
   const tool = tools.find((t) => t.name === name);
   if (!tool) throw invalid('tool_choice', `names function "${name}", which tools does not declare`);
   return { tools: [tool], requireCall: true };
+}
+
+/** response_format: 'text' (the default) is the agent's answer; 'json_schema' an
+ *  extraction, whose tool this returns; 'json_object' has no schema to fill. */
+function extractionOf(format = { type: 'text' }) {
+  if (!format || typeof format !== 'object' || Array.isArray(format)) throw invalid('response_format', 'must be { type: "text" } or { type: "json_schema", json_schema: { name, schema } }');
+  checked('response_format', () => checkKeys('response_format', format, ['type', 'json_schema']));
+  if (format.type === 'text') return undefined;
+  if (format.type === 'json_object') {
+    throw invalid('response_format', 'is { type: "json_object" }, which Needle cannot write: its grammar writes the properties a schema declares, and an object schema without properties admits only {}; give { type: "json_schema", json_schema: { name, schema } }');
+  }
+  if (format.type !== 'json_schema') throw invalid('response_format', `has type ${JSON.stringify(format.type)}: must be "text" or "json_schema"`);
+  const spec = format.json_schema;
+  if (!spec || typeof spec !== 'object' || Array.isArray(spec)) throw invalid('response_format', 'json_schema must be { name, schema, description?, strict? }');
+  checked('response_format', () => checkKeys('response_format.json_schema', spec, ['name', 'description', 'schema', 'strict']));
+  if (typeof spec.name !== 'string' || !spec.name) throw invalid('response_format', 'json_schema.name must be a non-empty string');
+  if (given(spec.description) !== undefined && typeof spec.description !== 'string') throw invalid('response_format', 'json_schema.description must be a string');
+  const schema = given(spec.schema);
+  if (!schema || typeof schema !== 'object' || Array.isArray(schema)) throw invalid('response_format', 'json_schema.schema must be a JSON Schema object (the fields to fill)');
+  // `strict` needs nothing: the grammar makes every answer validate against the schema.
+  return extractionTool(schema, { name: spec.name, description: given(spec.description) });
 }
 
 function samplingOf(params) {

@@ -5,7 +5,13 @@
 //   const client = await openai();   // the demo model; or { model: Model | worker model | source }
 //   const r = await client.chat.completions.create({ messages, tools, tool_choice: 'auto' });
 //   r.choices[0].message.tool_calls   // [{ id, type: 'function', function: { name, arguments } }]
+//   r.choices[0].message.reasoning_content // the model's reasoning; content: null when it calls
 //   await client.free();              // frees only what openai() loaded
+//
+// response_format { type: 'json_schema' } answers with the JSON of an
+// extraction (agent.js extract) as the content. An answer carries a
+// top-level `warnings` when its agent's envelope does (the demo model given
+// tools it was not trained on: demo-model.js).
 //
 // Each distinct system text, tool set and tool_choice gets its own agent
 // (the tools block is prefilled once, then reused), the last few kept.
@@ -140,11 +146,13 @@ class NeedleOpenAI {
       }
     }
     // A whole answer is folded from the same chunks, usage included.
-    const chunks = new TurnChunks({ model: this.name, includeUsage: plan.includeUsage || !plan.stream, maxNewTokens: plan.maxNewTokens });
+    const chunks = new TurnChunks({
+      model: this.name, includeUsage: plan.includeUsage || !plan.stream, maxNewTokens: plan.maxNewTokens, extraction: plan.extraction,
+    });
     stream.push(chunks.start());
     const envelope = await this.turn(agent, plan.final, plan, signal, (piece) => stream.push(chunks.piece(piece)));
     promptTokens += agent.prefillCount;
-    stream.push(chunks.finish({ promptTokens }));
+    stream.push(chunks.finish({ promptTokens, warnings: envelope.warnings }));
     entry.history = [...keys, exchangeKey(plan.final, envelope.function_calls)];
     entry.settings = settings;
   }

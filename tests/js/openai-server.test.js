@@ -1,6 +1,8 @@
 // The OpenAI-compatible endpoint (js/openai-server.js) driven by the official
 // `openai` npm client: the same answers as the facade it serves, streamed as
-// server-sent events the client's own stream helper folds, /v1/models, errors
+// server-sent events the client's own stream helper folds, the reasoning as
+// reasoning_content, response_format json_schema read by the client's
+// parse(), /v1/models, errors
 // in OpenAI's { error: { message, type, param, code } } shape (400, 404, 413),
 // requests queued one at a time, and a closed connection aborting its
 // request. Needs dist/ (./build.sh).
@@ -12,8 +14,8 @@ import OpenAI, { APIError } from 'openai';
 import { loadModel, openai } from '../../js/index.js';
 import { serveOpenAI } from '../../js/openai-server.js';
 
-const TOOLS = JSON.parse(readFileSync(new URL('../../dist/demo-tools.json', import.meta.url), 'utf8'))
-  .map((fn) => ({ type: 'function', function: fn }));
+const DECLARATIONS = JSON.parse(readFileSync(new URL('../../dist/demo-tools.json', import.meta.url), 'utf8'));
+const TOOLS = DECLARATIONS.map((fn) => ({ type: 'function', function: fn }));
 const ask = (query, extra = {}) => ({ model: 'demo', messages: [{ role: 'user', content: query }], tools: TOOLS, ...extra });
 
 let model;
@@ -87,6 +89,49 @@ test('stream: true: server-sent events the client folds into the same answer', a
   assert.equal(events.pop(), '');
   assert.equal(events.pop(), 'data: [DONE]');
   assert.ok(events.every((e) => e.startsWith('data: {')));
+});
+
+test('reasoning_content: the reasoning of every turn; content only for a turn that calls nothing', async () => {
+  for (const query of ['set a timer for 10 minutes', 'order a pizza']) {
+    const whole = await api.chat.completions.create(ask(query));
+    const { message } = whole.choices[0];
+    assert.ok(message.reasoning_content.length > 0, query);
+    assert.equal(message.content, message.tool_calls ? null : message.reasoning_content, query);
+    // Streamed: reasoning_content deltas, and a calling turn's content never.
+    let reasoning = '';
+    let content = '';
+    for await (const chunk of await api.chat.completions.create(ask(query, { stream: true }))) {
+      reasoning += chunk.choices[0]?.delta.reasoning_content ?? '';
+      content += chunk.choices[0]?.delta.content ?? '';
+    }
+    assert.equal(reasoning, message.reasoning_content);
+    assert.equal(content || null, message.content);
+    const folded = await api.chat.completions.stream(ask(query)).finalChatCompletion();
+    assert.equal(folded.choices[0].message.content, message.content);
+  }
+  // The client's answer without a call goes back into the conversation as it is.
+  const declined = (await api.chat.completions.create(ask('order a pizza'))).choices[0].message;
+  const messages = [{ role: 'user', content: 'order a pizza' }, declined, { role: 'user', content: 'set a timer for 10 minutes' }];
+  const next = await api.chat.completions.create({ model: 'demo', messages, tools: TOOLS });
+  assert.deepEqual(stable(next.choices), stable((await facade.chat.completions.create({ model: 'demo', messages, tools: TOOLS })).choices));
+});
+
+test('response_format json_schema: the JSON the client\'s parse() reads, whole or streamed', async () => {
+  const weather = DECLARATIONS.find((d) => d.name === 'get_weather');
+  const format = { type: 'json_schema', json_schema: { name: weather.name, description: weather.description, schema: weather.parameters, strict: true } };
+  const request = { model: 'demo', messages: [{ role: 'user', content: 'what is the weather in Paris tomorrow' }], response_format: format };
+  const parsed = await api.chat.completions.parse(request);
+  assert.deepEqual(parsed.choices[0].message.parsed, { city: 'Paris', day: 'tomorrow' });
+  assert.equal(parsed.choices[0].message.tool_calls, undefined);
+  assert.equal(parsed.choices[0].finish_reason, 'stop');
+  assert.equal(parsed.choices[0].message.content, (await facade.chat.completions.create(request)).choices[0].message.content);
+  const streamed = await api.chat.completions.stream(request).finalChatCompletion();
+  assert.equal(streamed.choices[0].message.content, parsed.choices[0].message.content);
+  await fails(api.chat.completions.create({ ...request, response_format: { type: 'json_object' } }), 400, (e) => {
+    assert.equal(e.param, 'response_format');
+    assert.match(e.message, /json_object/);
+  });
+  await fails(api.chat.completions.create({ ...request, tools: TOOLS }), 400, (e) => assert.equal(e.param, 'response_format'));
 });
 
 /** Asserts the client's request fails with `status` and an OpenAI error body. */

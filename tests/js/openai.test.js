@@ -1,11 +1,13 @@
 // The OpenAI facade (js/openai.js) on the demo model and its 18 tools: answers
 // in OpenAI's chat.completion shape that say what the agent's own complete()
 // says for the same input; the same answers in this thread and over a worker
-// model; streamed chunks in OpenAI's chunk shapes that fold into the whole
-// answer; tool_choice; tool-result turns, replayed or continued; requests
-// refused naming the option or the message's JSON pointer; aborts. The demo
-// model is small and often wrong, so this checks shapes and agreement, not
-// accuracy. Needs dist/ (./build.sh).
+// model; the reasoning as reasoning_content, the content null when the turn
+// calls; streamed chunks in OpenAI's chunk shapes that fold into the whole
+// answer; tool_choice; tool-result turns, replayed or continued, with earlier
+// answers sent back as returned or trimmed; response_format json_schema as an
+// extraction; requests refused naming the option or the message's JSON
+// pointer; aborts. The demo model is small and often wrong, so this checks
+// shapes and agreement, not accuracy. Needs dist/ (./build.sh).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -76,7 +78,10 @@ function assertCompletionShape(r) {
   assert.ok(['stop', 'length', 'tool_calls'].includes(choice.finish_reason));
   assert.equal(choice.message.role, 'assistant');
   assert.equal(choice.message.refusal, null);
-  assert.ok(choice.message.content === null || (typeof choice.message.content === 'string' && choice.message.content.length > 0));
+  const { content, reasoning_content: reasoning, tool_calls: calls } = choice.message;
+  assert.ok(reasoning === null || (typeof reasoning === 'string' && reasoning.length > 0));
+  // A turn that calls has no content; one that does not says what it wrote, its reasoning.
+  assert.equal(content, calls ? null : reasoning);
   for (const call of choice.message.tool_calls ?? []) {
     assert.deepEqual(Object.keys(call), ['id', 'type', 'function']);
     assert.match(call.id, /^call_[0-9a-f]{24}$/);
@@ -114,11 +119,14 @@ test('answers in chat.completion shape with what the agent\'s complete() says', 
     const [envelope] = await agentAnswers([[query, 'query']]);
     const { message, finish_reason: reason } = r.choices[0];
     assert.deepEqual(callsOf(message), envelope.function_calls, query);
-    assert.equal(message.content, envelope.reasoning || null, query);
+    assert.equal(message.reasoning_content, envelope.reasoning || null, query);
+    assert.equal(message.content, envelope.function_calls.length ? null : envelope.reasoning || null, query);
     assert.equal(reason, envelope.function_calls.length ? 'tool_calls' : 'stop', query);
+    assert.equal(r.warnings, undefined, 'the demo model\'s own tools: no warning');
   }
   const refused = await client.chat.completions.create(ask(REFUSED));
   assert.equal(refused.choices[0].message.tool_calls, undefined);
+  assert.ok(refused.choices[0].message.content.length > 0, 'a turn that calls nothing answers with its text');
   const multi = await client.chat.completions.create(ask(MULTI));
   assert.ok(multi.choices[0].message.tool_calls.length > 1);
   assert.deepEqual(multi.choices[0].message.tool_calls.map((c) => c.id).length, new Set(multi.choices[0].message.tool_calls.map((c) => c.id)).size);
@@ -168,11 +176,13 @@ test('in this thread and over a worker model: the same answers', async () => {
   assert.deepEqual(choices(await session(remote)), choices(here));
 });
 
-/** Folds chunks as an OpenAI client does, checking each chunk's shape on the way. */
-function foldStream(chunks, { usage }) {
+/** Folds chunks as an OpenAI client does, checking each chunk's shape on the way.
+ *  extraction: the content streams as the JSON is written, not once at the end. */
+function foldStream(chunks, { usage, extraction = false }) {
   const first = chunks[0];
   assert.deepEqual(first.choices[0].delta, { role: 'assistant', content: '' });
   let content = '';
+  let reasoning = '';
   let finish = null;
   const calls = [];
   for (const [i, chunk] of chunks.entries()) {
@@ -190,7 +200,12 @@ function foldStream(chunks, { usage }) {
     assert.equal(finish, null, 'nothing after the finish_reason chunk but usage');
     finish = reason;
     if (reason) assert.deepEqual(delta, {});
+    // The content of a turn that calls nothing comes once, whole, after its reasoning streamed.
+    if (delta.content && !extraction) assert.equal(content, '', 'content comes once');
+    if (delta.content && !extraction) assert.equal(delta.content, reasoning);
+    assert.equal(delta.content !== undefined && delta.reasoning_content !== undefined, false);
     content += delta.content ?? '';
+    reasoning += delta.reasoning_content ?? '';
     for (const t of delta.tool_calls ?? []) {
       if (!calls[t.index]) { // a call's first delta: index, id, type, name
         assert.equal(t.index, calls.length);
@@ -204,7 +219,7 @@ function foldStream(chunks, { usage }) {
       }
     }
   }
-  const message = { role: 'assistant', content: content || null, refusal: null, ...(calls.length ? { tool_calls: calls } : {}) };
+  const message = { role: 'assistant', content: content || null, reasoning_content: reasoning || null, refusal: null, ...(calls.length ? { tool_calls: calls } : {}) };
   return { message, finish_reason: finish, usage: usage ? chunks.at(-1).usage : undefined };
 }
 
@@ -217,7 +232,7 @@ test('streamed chunks are OpenAI\'s chunk shapes and fold into the whole answer'
     assert.deepEqual(stable(folded.message), stable(whole.choices[0].message), query);
     assert.equal(folded.finish_reason, whole.choices[0].finish_reason);
     assert.equal(folded.usage.completion_tokens, whole.usage.completion_tokens);
-    assert.ok(chunks.filter((c) => c.choices[0]?.delta.content).length > 1, 'the reasoning streams piece by piece');
+    assert.ok(chunks.filter((c) => c.choices[0]?.delta.reasoning_content).length > 1, 'the reasoning streams piece by piece');
     const plain = [];
     for await (const chunk of await client.chat.completions.create(ask(query, { stream: true }))) plain.push(chunk);
     assert.deepEqual(stable(foldStream(plain, { usage: false }).message), stable(whole.choices[0].message));
@@ -257,7 +272,7 @@ test('tool messages are the tool-result turn: continued or replayed, the agent\'
     for (const r of [continued, replayed, cold]) {
       assertCompletionShape(r);
       assert.deepEqual(callsOf(r.choices[0].message), envelope.function_calls);
-      assert.equal(r.choices[0].message.content, envelope.reasoning || null);
+      assert.equal(r.choices[0].message.reasoning_content, envelope.reasoning || null);
     }
     // The agent held the conversation, so the first follow-up fed only the results.
     assert.ok(replayed.usage.prompt_tokens > continued.usage.prompt_tokens);
@@ -267,6 +282,73 @@ test('tool messages are the tool-result turn: continued or replayed, the agent\'
   const text = await client.chat.completions.create({ ...ask(''), messages: [{ role: 'user', content: QUERIES[0] }, first, { role: 'tool', tool_call_id: first.tool_calls[0].id, content: [{ type: 'text', text: 'timer started' }] }] });
   const [, envelope] = await agentAnswers([[QUERIES[0], 'query'], ['timer started', 'tool_result']]);
   assert.deepEqual(callsOf(text.choices[0].message), envelope.function_calls);
+});
+
+test('earlier answers are taken back as returned, without reasoning_content, or with content', async () => {
+  // A turn that calls: content null and reasoning_content, as answered.
+  const first = (await client.chat.completions.create(ask(QUERIES[0]))).choices[0].message;
+  assert.equal(first.content, null);
+  assert.ok(first.reasoning_content.length > 0);
+  const result = { role: 'tool', tool_call_id: first.tool_calls[0].id, content: '{"ok":true}' };
+  const sent = (message) => client.chat.completions.create({ ...ask(''), messages: [{ role: 'user', content: QUERIES[0] }, message, result] });
+  const asReturned = await sent(first);
+  const { reasoning_content: _, ...trimmed } = first;
+  const withContent = { ...first, content: first.reasoning_content }; // as this facade answered before reasoning_content
+  for (const message of [trimmed, withContent, { role: 'assistant', tool_calls: first.tool_calls }]) {
+    assert.deepEqual(stable((await sent(message)).choices), stable(asReturned.choices));
+  }
+  // A turn that calls nothing: its text as content, and reasoning_content.
+  const declined = (await client.chat.completions.create(ask(REFUSED))).choices[0].message;
+  assert.equal(declined.tool_calls, undefined);
+  assert.equal(declined.content, declined.reasoning_content);
+  const next = (message) => client.chat.completions.create({ ...ask(''), messages: [{ role: 'user', content: REFUSED }, message, { role: 'user', content: QUERIES[0] }] });
+  const [, envelope] = await agentAnswers([[REFUSED, 'query'], [QUERIES[0], 'query']]);
+  for (const message of [declined, { role: 'assistant', content: declined.content }]) {
+    const r = await next(message);
+    assertCompletionShape(r);
+    assert.deepEqual(callsOf(r.choices[0].message), envelope.function_calls);
+  }
+});
+
+const WEATHER = DECLARATIONS.find((d) => d.name === 'get_weather');
+// The demo model extracts well under the name and description it was trained on.
+const jsonSchema = (extra = {}) => ({
+  type: 'json_schema', json_schema: { name: WEATHER.name, description: WEATHER.description, schema: WEATHER.parameters, strict: true, ...extra },
+});
+
+test('response_format json_schema: the extraction\'s JSON as the content, streamed or whole, here and in a worker', async () => {
+  const system = 'date: 2026-07-21';
+  const agent = await Needle.create({ model, system });
+  const extract = (query) => agent.extract(query, WEATHER.parameters, { name: WEATHER.name, description: WEATHER.description });
+  const asked = (query, extra = {}) => ({ messages: [{ role: 'system', content: system }, { role: 'user', content: query }], response_format: jsonSchema(), ...extra });
+  try {
+    for (const query of ['what is the weather in Paris tomorrow', 'weather for Lisbon today', 'forecast for Berlin']) {
+      const r = await client.chat.completions.create(asked(query));
+      const [{ message, finish_reason: reason }] = r.choices;
+      assert.equal(reason, 'stop', query);
+      assert.equal(message.tool_calls, undefined);
+      assert.deepEqual(JSON.parse(message.content), await extract(query), query);
+      assert.ok(message.reasoning_content.length > 0);
+      assert.ok(r.usage.completion_tokens > 0 && r.usage.prompt_tokens > 0);
+      assert.equal(r.warnings, undefined, 'a demo tool\'s schema under its own name');
+      const chunks = [];
+      for await (const chunk of await client.chat.completions.create(asked(query, { stream: true }))) chunks.push(chunk);
+      assert.deepEqual(stable(foldStream(chunks, { usage: false, extraction: true }).message), stable(message));
+      assert.ok(chunks.filter((c) => c.choices[0]?.delta.content).length > 1, 'the JSON streams as it is written');
+      const there = await remote.chat.completions.create(asked(query));
+      assert.deepEqual(stable(there.choices), stable(r.choices));
+    }
+    const paris = await client.chat.completions.create(asked('what is the weather in Paris tomorrow'));
+    assert.deepEqual(JSON.parse(paris.choices[0].message.content), { city: 'Paris', day: 'tomorrow' });
+    // Tools with tool_choice 'none' are not declared, so they may come along.
+    const none = await client.chat.completions.create({ ...asked(QUERIES[1]), tools: TOOLS, tool_choice: 'none' });
+    assert.deepEqual(JSON.parse(none.choices[0].message.content), await extract(QUERIES[1]));
+  } finally {
+    agent.free();
+  }
+  // { type: 'text' } is the default.
+  assert.deepEqual(stable((await client.chat.completions.create(ask(QUERIES[0], { response_format: { type: 'text' } }))).choices),
+    stable((await client.chat.completions.create(ask(QUERIES[0]))).choices));
 });
 
 test('the same seed gives the same answer at temperature 1, whatever ran before', async () => {
@@ -308,6 +390,15 @@ test('bad options and unmappable conversations are refused, naming the option or
   await refuses({ ...ask('x'), tools: undefined, tool_choice: 'required' }, 'tool_choice');
   await refuses(ask('x', { tools: [{ type: 'custom', custom: { name: 'x' } }] }), '/tools/0');
   await refuses(ask('x', { tools: [{ type: 'function', function: { name: '' } }] }), '/tools/0/function/name');
+  const only = { messages: [{ role: 'user', content: 'x' }] };
+  await refuses({ ...only, response_format: { type: 'json_object' } }, 'response_format', /json_object.*json_schema/);
+  await refuses({ ...only, response_format: { type: 'xml' } }, 'response_format', /"xml"/);
+  await refuses({ ...only, response_format: 'json' }, 'response_format');
+  await refuses({ ...only, response_format: { type: 'json_schema' } }, 'response_format', /json_schema must be/);
+  await refuses({ ...only, response_format: jsonSchema({ name: '' }) }, 'response_format', /json_schema.name/);
+  await refuses({ ...only, response_format: jsonSchema({ schema: undefined }) }, 'response_format', /json_schema.schema/);
+  await refuses({ ...only, response_format: jsonSchema({ schmea: {} }) }, 'response_format', /did you mean schema/);
+  await refuses(ask('x', { response_format: jsonSchema() }), 'response_format', /tools/);
   await refuses({ model: 'demo' }, 'messages');
   await refuses({ messages: [] }, 'messages');
   const user = { role: 'user', content: 'set a timer for 10 minutes' };
@@ -324,6 +415,7 @@ test('bad options and unmappable conversations are refused, naming the option or
   await refuses({ messages: [user, { ...call, tool_calls: [{ ...call.tool_calls[0], function: { name: 'set_timer', arguments: '{minutes' } }] }, { role: 'user', content: 'x' }] },
     '/messages/1/tool_calls/0/function/arguments');
   await refuses({ messages: [user, call, { role: 'tool', tool_call_id: 'call_1', content: '{}' }, { role: 'user', content: 'and now?' }] }, '/messages/3');
+  await refuses({ messages: [user, { role: 'assistant', content: '{}' }, user], response_format: jsonSchema() }, '/messages/1', /one query/);
   // An assistant turn this model would not write: it cannot be told what it said.
   const wrong = { ...call, tool_calls: [{ ...call.tool_calls[0], function: { name: 'set_timer', arguments: '{"minutes":99}' } }] };
   await refuses({ messages: [user, wrong, { role: 'tool', tool_call_id: 'call_1', content: '{}' }], tools: TOOLS }, '/messages/1', /regenerates/);
@@ -339,17 +431,17 @@ test('a signal aborts: before the request, during a stream, or by leaving the st
   const stream = await client.chat.completions.create(ask(QUERIES[1], { stream: true, signal: controller.signal }));
   let seen = 0;
   await assert.rejects(async () => {
-    for await (const chunk of stream) if (chunk.choices[0]?.delta.content && ++seen === 2) controller.abort();
+    for await (const chunk of stream) if (chunk.choices[0]?.delta.reasoning_content && ++seen === 2) controller.abort();
   }, isAbort);
   for (const c of [client, remote]) { // leaving early stops the model, here and in the worker
-    for await (const chunk of await c.chat.completions.create(ask(QUERIES[1], { stream: true }))) if (chunk.choices[0].delta.content) break;
+    for await (const chunk of await c.chat.completions.create(ask(QUERIES[1], { stream: true }))) if (chunk.choices[0].delta.reasoning_content) break;
     const after = await c.chat.completions.create(ask(QUERIES[1]));
     assert.deepEqual(stable(after.choices), stable(before.choices), 'an aborted request loses nothing');
   }
   const remoteController = new AbortController();
   const remoteStream = await remote.chat.completions.create(ask(QUERIES[1], { stream: true, signal: remoteController.signal }));
   await assert.rejects(async () => {
-    for await (const chunk of remoteStream) if (chunk.choices[0]?.delta.content) remoteController.abort();
+    for await (const chunk of remoteStream) if (chunk.choices[0]?.delta.reasoning_content) remoteController.abort();
   }, isAbort);
 });
 

@@ -25,13 +25,24 @@ export async function check(): Promise<void> {
     if (call.type === 'function') messages.push({ role: 'tool', tool_call_id: call.id, content: JSON.stringify({ ok: true, name: call.function.name }) });
   }
   const next: ChatCompletion = await client.chat.completions.create({ ...request, messages });
-  void next;
+  // The reasoning, and the warnings of the demo model given tools it was not trained on.
+  const reasoning: string | null = next.choices[0].message.reasoning_content;
+  const warnings: string[] | undefined = next.warnings;
+  void reasoning, warnings;
+  // OpenAI's json_schema response format, from an app written against the cloud, goes in unchanged.
+  const extraction: OpenAI.ChatCompletionCreateParamsNonStreaming = {
+    model: 'demo', messages: [{ role: 'user', content: 'the weather in Paris' }],
+    response_format: { type: 'json_schema', json_schema: { name: 'weather', schema: { type: 'object', properties: { city: { type: 'string' } } }, strict: true } },
+  };
+  const fields: OpenAI.ChatCompletion = await client.chat.completions.create(extraction);
+  void fields;
   // Streaming: OpenAI's streaming params in, OpenAI's chunks out.
   const streaming: OpenAI.ChatCompletionCreateParamsStreaming = { ...request, stream: true, stream_options: { include_usage: true } };
   for await (const chunk of await client.chat.completions.create(streaming)) {
     const ours: ChatCompletionChunk = chunk;
     const asTheirs: OpenAI.ChatCompletionChunk = ours;
     void asTheirs.choices[0]?.delta.tool_calls?.[0]?.function?.arguments;
+    void ours.choices[0]?.delta.reasoning_content;
   }
   // The facade's own params type, written by hand, is an OpenAI request too.
   const params: ChatCompletionParams = { messages: [{ role: 'user', content: 'hello' }], tool_choice: { type: 'function', function: { name: 'set_timer' } }, tools };
