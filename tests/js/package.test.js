@@ -29,7 +29,7 @@ test('the tarball holds the wasm, the demo model and its tools, the JS and the t
   }
   const stray = files.filter((f) => /^(tests|node_modules|build|src|web|\.ci)\//.test(f) || /^dist\/(tiny|released-random)\.cact$/.test(f));
   assert.deepEqual(stray, []);
-  assert.ok(files.every((f) => /^(js\/[\w-]+\.(js|d\.ts)|dist\/(needle(-nosimd|-relaxed|-threads|3|3-threads)?\.wasm|demo\.cact|demo-tools\.json)|package\.json|README\.md|LICENSE)$/.test(f)),
+  assert.ok(files.every((f) => /^(js\/[\w-]+\.(js|d\.ts)|dist\/(needle(-nosimd|-relaxed|-threads|3|3-threads)?\.wasm|demo\.cact|demo-tools\.json)|package\.json|README\.md|CHANGELOG\.md|LICENSE)$/.test(f)),
     `unexpected files: ${files.join(' ')}`);
   const size = (f) => packed.pack.files.find((x) => x.path === f).size;
   for (const f of ['dist/needle.wasm', 'dist/needle-nosimd.wasm', 'dist/needle-relaxed.wasm', 'dist/needle-threads.wasm', 'dist/needle3.wasm', 'dist/needle3-threads.wasm', 'dist/demo.cact']) {
