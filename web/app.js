@@ -1,13 +1,14 @@
 // app.js: the demo page. Loads an archive (the built-in demo model by
 // default, or a URL, a picked file, a dropped file) with a progress bar into a
-// Web Worker, then runs the agent there: an example (presets.js, with the
-// tools of tools.json) fills an editable tools JSON and a query; Run streams
-// the reasoning, then shows the parsed call with confidence, speed and
-// memory; a tool result can go back as the next turn. Registers the offline
-// service worker.
+// Web Worker, then runs the agent there with the tools declared in an
+// editable tools JSON (all 18 of tools.json unless the user narrows them) and
+// a query (an example from presets.js, or the user's own); Run streams the
+// reasoning, then shows the parsed call with confidence, speed, memory and
+// any warnings; a tool result can go back as the next turn. Registers the
+// offline service worker.
 
 import { loadModel, loadNeedle2, Needle, NeedleError, DEMO_ARCHIVE_URL, ARCHIVE_CACHE, STATUS, NEEDLE2_URL } from '../js/index.js';
-import { PRESETS, toolsFor, mockResult } from './presets.js';
+import { PRESETS, mockResult } from './presets.js';
 
 const $ = (id) => document.getElementById(id);
 const LAST_URL_KEY = 'needle-wasm:last-url';
@@ -19,7 +20,7 @@ const NEEDLE2 = {
   url: new URL(params.get('needle2') ?? NEEDLE2_URL, location.href).href,
   expect: params.has('needle2-size') ? { size: Number(params.get('needle2-size')) } : undefined,
 };
-const READY_VERDICT = 'Pick an example and press Run.';
+const READY_VERDICT = 'Pick an example or type a command, and press Run.';
 const state = {
   model: null,      // the WorkerModel
   modelInfo: null,  // what the page says about it: { name, size, isDemo }
@@ -30,6 +31,7 @@ const state = {
   agentKey: '',
   lastCalls: [],
   catalogue: [],    // tools.json
+  turnNumber: 0,    // turns the current conversation kept (the log numbers them)
 };
 
 const mb = (bytes) => `${(bytes / 1048576).toFixed(1)} MB`; // memory, as the engine counts it
@@ -120,7 +122,25 @@ function keepFocus() {
   if (!active || active === document.body || active.disabled) $(state.running ? 'stop' : 'run').focus();
 }
 
+/** The header and the tab's title name the model that runs: the page runs
+ *  any .cact archive, most often the demo model, which is not Needle 2. */
+function showHeaderModel() {
+  const info = state.modelInfo;
+  const name = !info ? 'needle-wasm' : info.isDemo ? 'Demo model' : info.name;
+  $('header-model').textContent = name;
+  document.title = `${name} in your browser`;
+}
+
+/** How many threads the engine runs on, and why only one when so. */
+function showThreads() {
+  const threads = state.model?.threads;
+  $('stat-threads').textContent = threads ? String(threads.count) : '–';
+  $('stat-threads').title = threads?.reason ?? '';
+}
+
 function showActiveModel() {
+  showHeaderModel();
+  showThreads();
   const line = $('active-model');
   if (!state.modelInfo) { line.textContent = 'Active model: none.'; return; }
   const name = document.createElement('strong');
@@ -216,7 +236,8 @@ async function rememberUrl(href, key) {
 
 // ---------------------------------------------------------------- tools
 
-/** tools.json, the catalogue the presets name (precached by sw.js for offline visits). */
+/** tools.json: the 18 tools the demo model was trained on, which the page
+ *  declares unless the user narrows them (precached by sw.js for offline visits). */
 async function loadCatalogue() {
   const response = await fetch('./tools.json');
   if (!response.ok) throw new Error(`tools.json: HTTP ${response.status}`);
@@ -240,19 +261,45 @@ function readTools() {
   return tools;
 }
 
+/** Whether tools are the whole catalogue, exactly as tools.json has them. */
+const isCatalogue = (tools) => state.catalogue.length > 0 && JSON.stringify(tools) === JSON.stringify(state.catalogue);
+
+/** Whether tools leave out a tool of the catalogue (by name). */
+function leavesOut(tools) {
+  const names = new Set(tools.map((t) => t.name));
+  return state.catalogue.some((t) => !names.has(t.name));
+}
+
+/** Which tools are declared, in a sentence. */
+function describeTools(tools) {
+  const retrieval = tools.length > 5 ? '; the 5 closest to each query reach the prompt' : '';
+  if (isCatalogue(tools)) return `Tools declared: all ${tools.length} example tools (the demo model's catalogue)${retrieval}.`;
+  if (!tools.length) return 'Tools declared: none.';
+  return `Tools declared: ${tools.length} (${tools.map((t) => t.name).join(', ')})${retrieval}.`;
+}
+
+/** Says which tools a turn will declare, and offers the whole catalogue back
+ *  when they are not it: a command for a tool left out gets no call. */
 function checkTools() {
   const box = $('tools');
+  const status = $('tools-status');
   try {
     const tools = readTools();
     box.removeAttribute('aria-invalid');
-    $('tools-status').textContent = `${tools.length} tool${tools.length === 1 ? '' : 's'}` +
-      `${tools.length > 5 ? ': the 5 closest to each query reach the prompt' : ''}.`;
-    $('tools-status').classList.remove('bad');
+    status.textContent = describeTools(tools);
+    status.classList.remove('bad');
+    $('all-tools').hidden = !state.catalogue.length || isCatalogue(tools);
   } catch (error) {
     box.setAttribute('aria-invalid', 'true');
-    $('tools-status').textContent = error.message;
-    $('tools-status').classList.add('bad');
+    status.textContent = error.message;
+    status.classList.add('bad');
+    $('all-tools').hidden = !state.catalogue.length;
   }
+}
+
+function declareAllTools() {
+  $('tools').value = JSON.stringify(state.catalogue, null, 2);
+  checkTools();
 }
 
 function settings() {
@@ -299,6 +346,7 @@ function clearResult() {
   $('call').textContent = '';
   $('call').classList.remove('none');
   $('rendered-tools').hidden = true;
+  showWarnings([]);
   for (const id of ['stat-confidence', 'stat-prefill', 'stat-decode', 'stat-prefilled']) $(id).textContent = '–';
   $('stat-pieces').textContent = '0';
   $('result-form').hidden = true;
@@ -310,21 +358,28 @@ function clearTurns() {
   $('turns-empty').hidden = false;
   $('result-form').hidden = true;
   state.lastCalls = [];
+  state.turnNumber = 0;
 }
 
+/** A line between conversations; the next kept turn is number 1 again. */
 function logNote(text) {
   const item = document.createElement('li');
   item.className = 'note-turn';
   item.textContent = text;
   $('turns').append(item);
   $('turns-empty').hidden = true;
+  state.turnNumber = 0;
 }
 
+/** Logs a turn. Its number is written out, not left to the list's markers
+ *  (which counted the notes between conversations too), and only turns the
+ *  conversation kept get one: the engine undoes a stopped or failed turn. */
 function logTurn(kind, input, envelope) {
   const item = document.createElement('li');
   const who = document.createElement('p');
   who.className = 'who';
-  who.textContent = kind === 'tool_result' ? 'Tool result' : 'Query';
+  const label = kind === 'tool_result' ? 'Tool result' : 'Query';
+  who.textContent = envelope.success ? `Turn ${++state.turnNumber} · ${label}` : `${label} · not kept`;
   const said = document.createElement('p');
   said.className = 'said';
   said.textContent = kind === 'tool_result' ? JSON.stringify(input) : input;
@@ -354,7 +409,17 @@ function showRenderedTools(agent, declared) {
     : '';
 }
 
-function showEnvelope(envelope, agent) {
+/** The turn's warnings (envelope.warnings: one sentence each, e.g. for a
+ *  tool the demo model was not trained on); an envelope without them has none. */
+function showWarnings(warnings) {
+  const list = $('warnings');
+  const sentences = Array.isArray(warnings) ? warnings.filter((w) => typeof w === 'string' && w) : [];
+  list.replaceChildren(...sentences.map((w) => Object.assign(document.createElement('li'), { textContent: w })));
+  list.hidden = !sentences.length;
+}
+
+/** narrowed: the tools declared leave out some of the catalogue's (a refusal may be why). */
+function showEnvelope(envelope, agent, narrowed) {
   const calls = envelope.function_calls;
   const call = $('call');
   if (envelope.success && calls.length) {
@@ -377,7 +442,9 @@ function showEnvelope(envelope, agent) {
   else if (!envelope.success) setVerdict(`The turn failed: ${envelope.error} (code ${envelope.error_code}).`, true);
   else if (calls.length) setVerdict(`${calls.length} call${calls.length === 1 ? '' : 's'}. Send the tool's result back below, or ask something else.`);
   else if (envelope.type === 'respond') setVerdict('The model needs no further call.');
+  else if (narrowed) setVerdict(`No call: none of the tools declared fits. ${$('all-tools').textContent} (under the query) to reach the rest.`);
   else setVerdict('No call: the model found no tool that fits (a refusal).');
+  showWarnings(envelope.warnings);
 
   state.lastCalls = envelope.success ? calls : [];
   $('result-form').hidden = !state.lastCalls.length;
@@ -390,13 +457,16 @@ async function turn(kind, input) {
   showError($('agent-error'), null);
   const loads = state.loads;
   let agent;
-  let declared;
+  let tools;
   try {
-    declared = readTools().length;
+    tools = readTools();
     agent = await currentAgent();
   } catch (error) {
     const schema = error.code === STATUS.SCHEMA;
-    if (schema || !(error instanceof NeedleError)) $('tools').setAttribute('aria-invalid', 'true');
+    if (schema || !(error instanceof NeedleError)) {
+      $('tools').setAttribute('aria-invalid', 'true');
+      $('tools-box').open = true; // show the box the error is in
+    }
     showError($('agent-error'), schema ? `The tools were rejected: ${error.message}` : error);
     return;
   }
@@ -415,8 +485,8 @@ async function turn(kind, input) {
     });
     if (loads !== state.loads) return; // a load started meanwhile and cleared the result: show nothing
     pieces.flush();
-    showEnvelope(envelope, agent);
-    showRenderedTools(agent, declared);
+    showEnvelope(envelope, agent, leavesOut(tools));
+    showRenderedTools(agent, tools.length);
     logTurn(kind, input, envelope);
     $('stat-state').dataset.last = envelope.success ? 'done' : envelope.error_code === STATUS.ABORTED ? 'stopped' : 'failed';
   } catch (error) {
@@ -506,24 +576,28 @@ async function reset() {
   }
 }
 
+/** An example fills the query only: the tools stay what the user declared,
+ *  so a command typed after it reaches the same tools as the example. */
 function choosePreset(id) {
   const preset = PRESETS.find((p) => p.id === id) ?? PRESETS[0];
   $('query').value = preset.query;
-  $('tools').value = JSON.stringify(toolsFor(preset, state.catalogue), null, 2);
   showError($('agent-error'), null);
-  checkTools();
 }
 
-/** Fills the examples once tools.json is in; without it the tools box stays
- *  empty for the user's own tools. */
+/** Declares the 18 tools and fills the examples once tools.json is in;
+ *  without it the tools box opens empty for the user's own tools. */
 async function setupPresets() {
   try {
     state.catalogue = await loadCatalogue();
   } catch (error) {
     showError($('agent-error'), `The example tools (tools.json) could not be read: ${error.message}. ` +
       'Type your own tools below.');
+    $('tools-box').open = true;
+    checkTools();
     return;
   }
+  $('all-tools').textContent = `Declare all ${state.catalogue.length} tools`;
+  declareAllTools();
   $('preset').append(...PRESETS.map((p) => new Option(p.label, p.id)));
   choosePreset(PRESETS[0].id);
   document.body.dataset.presets = 'ready';
@@ -566,6 +640,7 @@ function setupNetwork() {
 function main() {
   $('preset').addEventListener('change', (e) => choosePreset(e.target.value));
   $('tools').addEventListener('input', checkTools);
+  $('all-tools').addEventListener('click', declareAllTools);
   $('url-form').addEventListener('submit', (e) => {
     e.preventDefault();
     const url = $('url').value.trim();
