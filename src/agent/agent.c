@@ -110,6 +110,14 @@ struct needle_agent {
     size_t peak_bytes;
     needle_error turn_error;
     buffer turn_text;       /* Needle 3: the turn's text, which the call's values are checked against */
+    /* Bounding a string value (value_cap): the bytes of the conversation's
+     * texts before this turn and of this turn's; whether the call is inside
+     * a string and how long that string is; what each token adds to one. */
+    size_t earlier_text_bytes, turn_text_bytes;
+    int in_string, escaped;
+    size_t string_bytes;
+    uint8_t *string_bytes_of; /* [vocab]: bytes a token adds to a string it is in (up to a '"') */
+    uint32_t longest_piece;   /* the largest of them */
 };
 
 /* Whether the agent runs Needle 3's chat format and envelope (needle3-model.md
@@ -190,6 +198,45 @@ static int encode_into(const needle_agent *a, idlist *l, const char *text, size_
 
 /* ---- lifetime and tools ------------------------------------------------ */
 
+/* A token's text as the call's JSON gets it, at most cap bytes: a byte
+ * piece's byte, a piece's bytes with "\u2581" as the space it stands for;
+ * control and unknown pieces write nothing. */
+static size_t token_text(const needle_agent *a, int32_t id, char *out, size_t cap) {
+    size_t len = 0, n = 0;
+    int type = -1;
+    const char *piece = nd_tokenizer_piece(a->tok, id, &len, &type);
+    if (type == ND_PIECE_BYTE && cap) {
+        out[n++] = (char)nd_tokenizer_byte(a->tok, id);
+    } else if ((type == ND_PIECE_NORMAL || type == ND_PIECE_USER) && piece) {
+        for (size_t i = 0; i < len && n < cap; i++) {
+            int space = i + 2 < len && !memcmp(piece + i, "\xe2\x96\x81", 3);
+            out[n++] = space ? ' ' : piece[i];
+            if (space) i += 2;
+        }
+    }
+    return n;
+}
+
+/* What each token adds to a JSON string it is in: its bytes up to its first
+ * unescaped '"' (0 for a token that closes the string at once), counted as
+ * track_strings counts them. */
+static int measure_pieces(needle_agent *a) {
+    a->string_bytes_of = malloc(a->vocab);
+    if (!a->string_bytes_of) return NEEDLE_E_NOMEM;
+    char text[256];
+    for (uint32_t id = 0; id < a->vocab; id++) {
+        size_t len = token_text(a, (int32_t)id, text, sizeof text), n = 0;
+        for (size_t i = 0; i < len && text[i] != '"'; i++, n++)
+            if (text[i] == '\\') i++; /* an escape is one byte of the string */
+        /* A lone UTF-8 lead byte needs room for its whole character. */
+        unsigned char lead = len == 1 ? (unsigned char)text[0] : 0;
+        if (lead >= 0xC0) n = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2;
+        a->string_bytes_of[id] = (uint8_t)(n < 255 ? n : 255);
+        if (n > a->longest_piece) a->longest_piece = (uint32_t)n;
+    }
+    return NEEDLE_OK;
+}
+
 needle_agent *needle_agent_new(const needle_model *model, needle_error *err) {
     needle_agent *a = calloc(1, sizeof *a);
     if (!a) { nd_fail(err, NEEDLE_E_NOMEM, "out of memory creating an agent"); return NULL; }
@@ -215,7 +262,7 @@ needle_agent *needle_agent_new(const needle_model *model, needle_error *err) {
     a->masked = malloc(a->vocab * sizeof *a->masked);
     a->pool_mark = malloc(nd_session_pool_bytes(model));
     a->pool_prefix = malloc(nd_session_pool_bytes(model));
-    if (!a->logits || !a->masked || !a->pool_mark || !a->pool_prefix) {
+    if (!a->logits || !a->masked || !a->pool_mark || !a->pool_prefix || measure_pieces(a)) {
         needle_agent_free(a);
         nd_fail(err, NEEDLE_E_NOMEM, "out of memory creating an agent");
         return NULL;
@@ -245,7 +292,7 @@ void needle_agent_free(needle_agent *a) {
     free(a->prefix.ids), free(a->conversation.ids), free(a->reasoning.ids), free(a->forcing.data);
     free(a->calls.ids), free(a->pending.ids), free(a->prompt.ids);
     free(a->logits), free(a->masked);
-    free(a->pool_mark), free(a->pool_prefix), free(a->turn_text.data);
+    free(a->pool_mark), free(a->pool_prefix), free(a->turn_text.data), free(a->string_bytes_of);
     free(a);
 }
 
@@ -499,6 +546,7 @@ int needle_agent_init(needle_agent *a, const char *system, size_t len, needle_er
     if (len && buffer_put(&a->system, system, len))
         return nd_fail(err, NEEDLE_E_NOMEM, "out of memory storing the system text");
     a->conversation.len = 0;
+    a->earlier_text_bytes = 0;
     /* Compiling the grammar of every declared tool reports schema errors at
      * init, naming the tool, even when retrieval later renders only five. */
     buffer all = {0};
@@ -581,6 +629,8 @@ int needle_agent_begin(needle_agent *a, const char *text, size_t len, int kind,
     a->max_new = max_new_tokens ? max_new_tokens : 256;
     a->reasoning_max = a->max_new / 4 < 256 ? a->max_new / 4 : 256; /* the rest is for calls */
     a->turn_text.len = 0;
+    a->turn_text_bytes = len;
+    a->in_string = a->escaped = 0;
     if (is_v3(a) && buffer_put(&a->turn_text, text, len)) return nd_fail(err, NEEDLE_E_NOMEM, "out of memory");
     a->peak_bytes = nd_memory_bytes();
     double t0 = nd_now_ms();
@@ -722,6 +772,53 @@ static int32_t byte_token(const needle_agent *a, uint8_t b) {
     return id >= 0 && nd_tokenizer_byte(a->tok, id) == b ? id : -1;
 }
 
+/* A string value is at most VALUE_SLACK bytes longer than all the text the
+ * conversation holds (system text and every turn's): a call's values are
+ * copied or lightly rewritten from that text, so a longer one has run away
+ * (a model given tools it does not know writes "kitchen to 10}}]}}]..." until
+ * the budget ends it). Near the bound a token that would pass it is refused,
+ * so the string closes there, wherever the grammar leaves a token that fits;
+ * keys, enums and patterns the grammar holds to their own lengths. */
+#define VALUE_SLACK 32
+
+static size_t value_cap(const needle_agent *a) {
+    return a->system.len + a->earlier_text_bytes + a->turn_text_bytes + VALUE_SLACK;
+}
+
+/* Follows the call's JSON text a token at a time (its raw bytes: the
+ * decoder holds back a partial UTF-8 character): inside a string or not, and
+ * its length. */
+static void track_strings(needle_agent *a, int32_t token) {
+    char text[256];
+    size_t n = token_text(a, token, text, sizeof text);
+    for (size_t i = 0; i < n; i++) {
+        char c = text[i];
+        if (!a->in_string) {
+            if (c == '"') a->in_string = 1, a->string_bytes = 0;
+        } else if (a->escaped) {
+            a->escaped = 0, a->string_bytes++;
+        } else if (c == '\\') {
+            a->escaped = 1;
+        } else if (c == '"') {
+            a->in_string = 0;
+        } else {
+            a->string_bytes++;
+        }
+    }
+}
+
+/* Refuses the tokens that would take the string past value_cap, when an
+ * allowed token fits (at the bound, those that close it). */
+static void bound_string(needle_agent *a) {
+    size_t cap = value_cap(a), room = cap > a->string_bytes ? cap - a->string_bytes : 0;
+    if (room >= a->longest_piece) return;
+    uint32_t id = 0;
+    while (id < a->vocab && !(a->string_bytes_of[id] <= room && a->masked[id] > -INFINITY)) id++;
+    if (id == a->vocab) return;
+    for (id = 0; id < a->vocab; id++)
+        if (a->string_bytes_of[id] > room) a->masked[id] = -INFINITY;
+}
+
 /* Takes one token into the call: grammar, transcript, session, stream. */
 static int take_call_token(needle_agent *a, int32_t token, char *out, size_t cap, size_t *out_len) {
     needle_error err;
@@ -738,6 +835,7 @@ static int take_call_token(needle_agent *a, int32_t token, char *out, size_t cap
     if (ids_put(&a->calls, &token, 1)) return fail_turn(a, NEEDLE_E_NOMEM, "out of memory");
     if ((status = feed(a, &token, 1, &err))) return fail_turn(a, status, err.message);
     *out_len = needle_decoder_push(a->decoder, token, out, cap);
+    track_strings(a, token);
     return NEEDLE_STEP_CALL;
 }
 
@@ -800,6 +898,7 @@ static int step_call(needle_agent *a, char *out, size_t cap, size_t *out_len) {
         return fail_turn(a, NEEDLE_E_SCHEMA, "the grammar allows no token here (an unsatisfiable schema)");
     int32_t banned = cycle_to_ban(&a->calls);
     if (banned >= 0 && allowed > 1) a->masked[banned] = -INFINITY;
+    if (a->in_string) bound_string(a);
     double logp;
     int32_t token = sample(a, &logp);
     if (token != a->marker[M_CALL_END]) {
@@ -876,6 +975,7 @@ static void finish_turn(needle_agent *a) {
     char *calls = decode_all(a, &a->calls, &n);
     a->last_turn_called = calls && strcmp(calls, "[]") != 0;
     free(calls);
+    a->earlier_text_bytes += a->turn_text_bytes;
     a->phase = P_DONE;
 }
 
@@ -1014,6 +1114,7 @@ int needle_agent_reset(needle_agent *a, needle_error *err) {
     if (status) return status;
     nd_session_pool_restore(a->session, a->pool_prefix);
     a->conversation.len = 0;
+    a->earlier_text_bytes = 0;
     a->last_turn_called = 0;
     a->phase = P_IDLE;
     return NEEDLE_OK;
