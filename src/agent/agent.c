@@ -55,7 +55,9 @@ static const char *const MARKERS[MARKER_COUNT] = {
 static const char *const MARKERS3[EXTRA_MARKERS] = {
     "<context>", "</context>", "<extract>", "</extract>", "<schema>", "</schema>"};
 
-enum phase { P_IDLE, P_PREFILL, P_REASON, P_CALL, P_DONE };
+/* A turn's phases in order; P_EMBED and P_REFEED only when needed. */
+enum phase { P_IDLE, P_EMBED, P_REFEED, P_PREFILL, P_REASON, P_CALL, P_DONE };
+#define IN_TURN(p) ((p) >= P_EMBED && (p) <= P_CALL)
 /* Prompt tokens one needle_agent_step feeds: a step stays short (8 tokens
  * of the released geometry are about 30 ms at the faithful fast mode's
  * 260 tok/s prefill), so an abort between steps lands within 50 ms however
@@ -89,7 +91,15 @@ struct needle_agent {
     float sampling[5];      /* temperature, top_k, top_p, min_p, repetition_penalty */
     uint32_t seed;
     idlist prefix;          /* BOS .. </tools> (the sinks) */
-    idlist conversation;    /* every id after the prefix, for re-prefill */
+    idlist conversation;    /* the ids after the prefix that a re-feed needs (trim_conversation) */
+    /* The work a turn does in steps before its prefill: the query's embedding
+     * (retrieval), then a re-feed of the prefix and the conversation into a
+     * new session while the session is stale (new tools, or a rewind that
+     * left the cache). */
+    needle_session *embedding;
+    idlist embed_ids;
+    size_t embed_fed, refeed_fed;
+    int stale;
     int last_turn_called;
     /* the turn in progress */
     enum phase phase;
@@ -273,8 +283,9 @@ needle_agent *needle_agent_new(const needle_model *model, needle_error *err) {
 
 static void end_conversation(needle_agent *a) {
     needle_session_free(a->session);
+    needle_session_free(a->embedding);
     needle_grammar_free(a->grammar);
-    a->session = NULL, a->grammar = NULL;
+    a->session = a->embedding = NULL, a->grammar = NULL;
     a->prefix.len = a->conversation.len = 0;
     a->last_turn_called = 0;
     a->phase = P_IDLE;
@@ -290,7 +301,8 @@ void needle_agent_free(needle_agent *a) {
     needle_decoder_free(a->decoder);
     needle_vocab_free(a->vocab_trie);
     free(a->prefix.ids), free(a->conversation.ids), free(a->reasoning.ids), free(a->forcing.data);
-    free(a->calls.ids), free(a->pending.ids), free(a->prompt.ids);
+    free(a->calls.ids), free(a->pending.ids), free(a->prompt.ids), free(a->embed_ids.ids);
+    needle_session_free(a->embedding);
     free(a->logits), free(a->masked);
     free(a->pool_mark), free(a->pool_prefix), free(a->turn_text.data), free(a->string_bytes_of);
     free(a);
@@ -459,16 +471,10 @@ int needle_agent_use_tool_embeddings(needle_agent *a, const char *print, const f
 
 /* Chooses the 5 tools most similar to the query (ties to the earlier one),
  * kept in declaration order. Embeddings are unit vectors: cosine = dot. */
-static int choose_tools(needle_agent *a, const char *query, size_t len, uint32_t *chosen,
-                        needle_error *err) {
-    float q[EMBED_DIM_MAX], score[MAX_TOOLS];
-    char *text = malloc(len + 1);
-    if (!text) return nd_fail(err, NEEDLE_E_NOMEM, "out of memory embedding a query");
-    memcpy(text, query, len);
-    text[len] = 0;
-    int status = embed(a, text, q, err);
-    free(text);
-    if (status) return status;
+/* The RETRIEVAL_TOP tools whose embeddings are nearest the query's q, in
+ * declaration order. */
+static void rank_tools(const needle_agent *a, const float *q, uint32_t *chosen) {
+    float score[MAX_TOOLS];
     for (uint32_t i = 0; i < a->tool_count; i++) {
         const float *t = a->tool_embeddings + (size_t)i * a->embed_dim;
         double dot = 0;
@@ -484,7 +490,6 @@ static int choose_tools(needle_agent *a, const char *query, size_t len, uint32_t
     }
     for (uint32_t i = 0, n = 0; i < a->tool_count; i++)
         if (taken[i]) chosen[n++] = i;
-    return NEEDLE_OK;
 }
 
 /* ---- the conversation ---------------------------------------------------- */
@@ -500,7 +505,10 @@ static const char *strip(const char *s, size_t *len) {
 
 /* Renders and prefills BOS + system turn + "<|im_start|>user\n<tools>...</tools>"
  * for the chosen tools, pins it, then re-feeds the conversation so far. */
-static int start_conversation(needle_agent *a, needle_error *err) {
+/* A new session and grammar for the chosen tools, and the prefix that
+ * renders them; nothing fed yet (init feeds the prefix at once, a turn feeds
+ * prefix and conversation in steps: step_refeed). */
+static int open_conversation(needle_agent *a, needle_error *err) {
     needle_session_free(a->session);
     needle_grammar_free(a->grammar);
     a->session = NULL, a->grammar = NULL;
@@ -532,9 +540,6 @@ static int start_conversation(needle_agent *a, needle_error *err) {
         a->session = needle_session_new(a->model, 0, (uint32_t)a->prefix.len, a->exact, err);
         if (!a->session) status = err ? err->code : NEEDLE_E_NOMEM;
     }
-    if (!status) status = needle_session_feed(a->session, a->prefix.ids, a->prefix.len, NULL, 0, err);
-    if (!status && a->conversation.len)
-        status = needle_session_feed(a->session, a->conversation.ids, a->conversation.len, NULL, 0, err);
     free(text.data);
     free(tools.data);
     return status;
@@ -560,7 +565,9 @@ int needle_agent_init(needle_agent *a, const char *system, size_t len, needle_er
     for (uint32_t i = 0; i < a->chosen_count; i++) a->chosen[i] = i;
     /* The first five tools' block before the embeddings: a block over its
      * limit fails before the longest work. */
-    if ((status = start_conversation(a, err))) return status;
+    if ((status = open_conversation(a, err))) return status;
+    if ((status = needle_session_feed(a->session, a->prefix.ids, a->prefix.len, NULL, 0, err))) return status;
+    a->stale = 0;
     if (retrieves(a) && (status = embed_tools(a, err))) return status;
     nd_session_pool_save(a->session, a->pool_prefix);
     return NEEDLE_OK;
@@ -613,11 +620,37 @@ static int same_choice(const uint32_t *x, const uint32_t *y, uint32_t n) {
     return memcmp(x, y, n * sizeof *x) == 0;
 }
 
+/* Keeps of the conversation what a re-feed needs: the window attends only
+ * the last `window` positions behind the sinks, so older turns are dropped
+ * (from the first turn that starts inside the window), and a re-feed, hence
+ * a turn after new tools or an abort, costs what the window costs however
+ * long the conversation. */
+static void trim_conversation(needle_agent *a) {
+    size_t keep = a->model->window, len = a->conversation.len;
+    if (len <= keep) return;
+    size_t from = len - keep;
+    while (from < len && a->conversation.ids[from - 1] != a->marker[M_IM_END]) from++;
+    if (from == len) from = len - keep; /* one turn longer than the window */
+    memmove(a->conversation.ids, a->conversation.ids + from, (len - from) * sizeof *a->conversation.ids);
+    a->conversation.len = len - from;
+}
+
+/* The query's ids, for its embedding (fed in steps: step_embed). */
+static int start_embedding(needle_agent *a, const char *text, size_t len, needle_error *err) {
+    a->embed_ids.len = a->embed_fed = 0;
+    int status = ids_put(&a->embed_ids, &a->bos, 1) ? nd_fail(err, NEEDLE_E_NOMEM, "out of memory") : NEEDLE_OK;
+    if (!status) status = encode_into(a, &a->embed_ids, text, len, 0, err);
+    if (!status) {
+        a->embedding = needle_session_new(a->model, 0, 0, a->exact, err);
+        if (!a->embedding) status = err ? err->code : NEEDLE_E_NOMEM;
+    }
+    return status;
+}
+
 int needle_agent_begin(needle_agent *a, const char *text, size_t len, int kind,
                        uint32_t max_new_tokens, needle_error *err) {
     if (!a->session) return nd_fail(err, NEEDLE_E_ARGUMENT, "call needle_agent_init before a turn");
-    if (a->phase == P_PREFILL || a->phase == P_REASON || a->phase == P_CALL)
-        return nd_fail(err, NEEDLE_E_ARGUMENT, "a turn is already in progress");
+    if (IN_TURN(a->phase)) return nd_fail(err, NEEDLE_E_ARGUMENT, "a turn is already in progress");
     if (kind == NEEDLE_TURN_AUTO) kind = a->last_turn_called ? NEEDLE_TURN_TOOL_RESULT : NEEDLE_TURN_QUERY;
     if (kind == NEEDLE_TURN_TOOL_RESULT && !a->last_turn_called)
         return nd_fail(err, NEEDLE_E_ARGUMENT, "a tool result needs a previous turn that called a tool");
@@ -634,36 +667,30 @@ int needle_agent_begin(needle_agent *a, const char *text, size_t len, int kind,
     if (is_v3(a) && buffer_put(&a->turn_text, text, len)) return nd_fail(err, NEEDLE_E_NOMEM, "out of memory");
     a->peak_bytes = nd_memory_bytes();
     double t0 = nd_now_ms();
-    int status = NEEDLE_OK;
-    if (kind == NEEDLE_TURN_QUERY && retrieves(a)) {
-        uint32_t chosen[RETRIEVAL_TOP];
-        status = choose_tools(a, text, len, chosen, err);
-        if (!status && !same_choice(chosen, a->chosen, RETRIEVAL_TOP)) {
-            memcpy(a->chosen, chosen, sizeof chosen);
-            /* Another five tools: a new tools block, the conversation re-fed behind it. */
-            if (!(status = start_conversation(a, err))) {
-                nd_session_pool_save(a->session, a->pool_prefix);
-                a->prefill_count = needle_session_position(a->session);
-            }
-        }
-    }
+    trim_conversation(a);
+    a->conversation_mark = a->conversation.len;
+    /* Every limit is checked before any model work: the text is tokenized,
+     * counted and refused here; embedding, re-feed and prefill run in steps. */
     a->prompt.len = a->prompt_fed = 0;
-    if (!status) status = render_turn(a, text, len, &a->prompt, err);
+    int status = render_turn(a, text, len, &a->prompt, err);
     /* The target is its own encode call, so it starts with the dummy "▁". */
     if (!status) status = encode_into(a, &a->prompt, "<think>", 7, 0, err);
     if (!status && a->prompt.len > MAX_TURN_TOKENS)
         status = nd_fail(err, NEEDLE_E_CONTEXT, "the %s is %zu tokens, over the limit of %d",
                          kind == NEEDLE_TURN_QUERY ? "query" : "tool result", a->prompt.len, MAX_TURN_TOKENS);
+    if (!status && kind == NEEDLE_TURN_QUERY && retrieves(a)) status = start_embedding(a, text, len, err);
     a->prefill_ms = nd_now_ms() - t0;
-    if (status) return status;
-    a->turn_start = needle_session_position(a->session);
-    a->conversation_mark = a->conversation.len;
-    nd_session_pool_save(a->session, a->pool_mark);
+    if (status) {
+        needle_session_free(a->embedding);
+        a->embedding = NULL;
+        return status;
+    }
     needle_decoder_free(a->decoder);
     a->decoder = needle_decoder_new(a->tok);
-    needle_grammar_reset(a->grammar);
-    a->phase = P_PREFILL;
-    return a->decoder ? NEEDLE_OK : nd_fail(err, NEEDLE_E_NOMEM, "out of memory");
+    if (!a->decoder) return nd_fail(err, NEEDLE_E_NOMEM, "out of memory");
+    a->refeed_fed = 0;
+    a->phase = a->embedding ? P_EMBED : P_REFEED;
+    return NEEDLE_OK;
 }
 
 /* Undoes the turn in progress so that a failed or aborted turn loses nothing
@@ -671,10 +698,14 @@ int needle_agent_begin(needle_agent *a, const char *text, size_t len, int kind,
 static void rollback(needle_agent *a) {
     needle_error ignored;
     a->conversation.len = a->conversation_mark;
-    if (needle_session_rewind(a->session, a->turn_start, &ignored) == NEEDLE_OK)
-        nd_session_pool_restore(a->session, a->pool_mark);
-    else if (start_conversation(a, &ignored) == NEEDLE_OK) /* slid out of the window: re-feed */
-        nd_session_pool_save(a->session, a->pool_prefix);
+    needle_session_free(a->embedding);
+    a->embedding = NULL;
+    if (a->phase >= P_PREFILL) {
+        if (needle_session_rewind(a->session, a->turn_start, &ignored) == NEEDLE_OK)
+            nd_session_pool_restore(a->session, a->pool_mark);
+        else
+            a->stale = 1; /* slid out of the window: the next turn re-feeds, in steps */
+    }
     a->phase = P_IDLE;
 }
 
@@ -911,6 +942,61 @@ static int step_call(needle_agent *a, char *out, size_t cap, size_t *out_len) {
     return take_call_token(a, token, out, cap, out_len);
 }
 
+/* The turn's prefill starts here: what a rollback returns to. */
+static int begin_prefill(needle_agent *a) {
+    a->turn_start = needle_session_position(a->session);
+    nd_session_pool_save(a->session, a->pool_mark);
+    needle_grammar_reset(a->grammar);
+    a->phase = P_PREFILL;
+    return NEEDLE_STEP_PREFILL;
+}
+
+/* Embeds the query PREFILL_STEP ids a step; then picks the tools, and new
+ * ones make the session stale. */
+static int step_embed(needle_agent *a) {
+    needle_error err;
+    size_t n = a->embed_ids.len - a->embed_fed;
+    if (n > PREFILL_STEP) n = PREFILL_STEP;
+    int status = needle_session_feed(a->embedding, a->embed_ids.ids + a->embed_fed, n, NULL, 0, &err);
+    if (status) return fail_turn(a, status, err.message);
+    a->embed_fed += n;
+    if (a->embed_fed < a->embed_ids.len) return NEEDLE_STEP_PREFILL;
+    float q[EMBED_DIM_MAX];
+    status = needle_session_head(a->embedding, ND_HEAD_CONTRASTIVE, q, &err);
+    needle_session_free(a->embedding);
+    a->embedding = NULL;
+    if (status) return fail_turn(a, status, err.message);
+    uint32_t chosen[RETRIEVAL_TOP];
+    rank_tools(a, q, chosen);
+    if (!same_choice(chosen, a->chosen, RETRIEVAL_TOP)) {
+        memcpy(a->chosen, chosen, sizeof chosen);
+        a->stale = 1; /* another five tools: a new tools block, the conversation re-fed behind it */
+    }
+    a->phase = P_REFEED;
+    return NEEDLE_STEP_PREFILL;
+}
+
+/* Makes a stale session whole again: a new one for the chosen tools, then
+ * the prefix and the kept conversation, PREFILL_STEP ids a step. The
+ * prefix's end is a step's end, where reset's pooling mark is saved. */
+static int step_refeed(needle_agent *a) {
+    if (!a->stale) return begin_prefill(a);
+    needle_error err;
+    int status;
+    if (a->refeed_fed == 0 && (status = open_conversation(a, &err))) return fail_turn(a, status, err.message);
+    size_t fed = a->refeed_fed, in_prefix = fed < a->prefix.len;
+    size_t end = in_prefix ? a->prefix.len : a->prefix.len + a->conversation.len;
+    size_t n = end - fed < PREFILL_STEP ? end - fed : PREFILL_STEP;
+    const int32_t *ids = in_prefix ? a->prefix.ids + fed : a->conversation.ids + (fed - a->prefix.len);
+    if (n && (status = needle_session_feed(a->session, ids, n, NULL, 0, &err))) return fail_turn(a, status, err.message);
+    a->refeed_fed += n;
+    a->prefill_count += (uint32_t)n;
+    if (in_prefix && a->refeed_fed == a->prefix.len) nd_session_pool_save(a->session, a->pool_prefix);
+    if (a->refeed_fed < a->prefix.len + a->conversation.len) return NEEDLE_STEP_PREFILL;
+    a->stale = 0;
+    return begin_prefill(a);
+}
+
 /* Feeds the next PREFILL_STEP ids of the turn's text; the last step leaves
  * the logits that the reasoning's first token is sampled from. */
 static int step_prefill(needle_agent *a) {
@@ -928,8 +1014,8 @@ static int step_prefill(needle_agent *a) {
 int needle_agent_step(needle_agent *a, char *out, size_t cap, size_t *out_len) {
     *out_len = 0;
     double t0 = nd_now_ms();
-    if (a->phase == P_PREFILL) {
-        int kind = step_prefill(a);
+    if (a->phase == P_EMBED || a->phase == P_REFEED || a->phase == P_PREFILL) {
+        int kind = a->phase == P_EMBED ? step_embed(a) : a->phase == P_REFEED ? step_refeed(a) : step_prefill(a);
         a->prefill_ms += nd_now_ms() - t0;
         return kind;
     }
@@ -941,7 +1027,7 @@ int needle_agent_step(needle_agent *a, char *out, size_t cap, size_t *out_len) {
 }
 
 void needle_agent_abort(needle_agent *a) {
-    if (a->phase == P_PREFILL || a->phase == P_REASON || a->phase == P_CALL)
+    if (IN_TURN(a->phase))
         fail_turn(a, NEEDLE_E_ABORTED, "the turn was aborted by the caller");
 }
 
@@ -1110,9 +1196,12 @@ size_t needle_agent_envelope(const needle_agent *a, char *out, size_t cap) {
 
 int needle_agent_reset(needle_agent *a, needle_error *err) {
     if (!a->session) return nd_fail(err, NEEDLE_E_ARGUMENT, "call needle_agent_init before reset");
-    int status = needle_session_rewind(a->session, (uint32_t)a->prefix.len, err);
-    if (status) return status;
-    nd_session_pool_restore(a->session, a->pool_prefix);
+    if (IN_TURN(a->phase)) return nd_fail(err, NEEDLE_E_ARGUMENT, "a turn is in progress");
+    if (!a->stale) { /* a stale session is re-fed by the next turn, the prefix alone now */
+        int status = needle_session_rewind(a->session, (uint32_t)a->prefix.len, err);
+        if (status) return status;
+        nd_session_pool_restore(a->session, a->pool_prefix);
+    }
     a->conversation.len = 0;
     a->earlier_text_bytes = 0;
     a->last_turn_called = 0;
