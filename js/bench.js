@@ -36,8 +36,10 @@ export const STAGES = ['embedding', 'mhc', 'engram', 'attn_proj', 'attention', '
 const F32_BITS = 32;
 const GEMV_GROUP = 128; // the released archive's weight group
 
-const FULL = { decodeSteps: 16, decodeRuns: 3, prefillRuns: 3, gemvMs: 40, gemvRuns: 3, masks: 300, commands: 200, queries: 15 };
-const QUICK = { decodeSteps: 2, decodeRuns: 1, prefillRuns: 1, gemvMs: 1, gemvRuns: 1, masks: 20, commands: 3, queries: 2 };
+const FULL = { decodeSteps: 16, decodeRuns: 3, prefillRuns: 3, gemvMs: 40, gemvRuns: 3, masks: 300, commands: 200, queries: 15,
+  abortQueryTokens: 4000, abortTurns: 40, conversationTurns: 400 };
+const QUICK = { decodeSteps: 2, decodeRuns: 1, prefillRuns: 1, gemvMs: 1, gemvRuns: 1, masks: 20, commands: 3, queries: 2,
+  abortQueryTokens: 200, abortTurns: 4, conversationTurns: 24 };
 // A command on the bench's archive: a query of about 40 tokens, a budget whose
 // quarter (the agent's reasoning share) is 24 tokens, and one required call of
 // a tool whose arguments are an enum and a boolean, so that random weights
@@ -348,6 +350,62 @@ async function commandMs(model, opts) {
     tokens: { query: median(of('query')), reasoning: median(of('reasoning')), call: median(of('call')) } };
 }
 
+/** The longest engine step of a turn, the most an abort waits (the signal is
+ *  read between steps): a query of opts.abortQueryTokens tokens with the 18
+ *  demo tools declared (retrieval embeds the query first), and the turns of a
+ *  conversation of opts.abortTurns queries over them (re-feeds after new
+ *  tools), greedy, 1 thread. */
+async function longestStepMs(model, opts) {
+  const exports = model.engine.x;
+  let longest = 0;
+  model.engine.x = { ...exports, needle_agent_step: (...args) => {
+    const t0 = performance.now();
+    try { return exports.needle_agent_step(...args); } finally { longest = Math.max(longest, performance.now() - t0); }
+  } };
+  const tools = JSON.parse(await readFile(DEMO_TOOLS, 'utf8'));
+  const agent = await Needle.create({ model, tools, temperature: 0 });
+  try {
+    const query = model.detokenize(tokenIds(opts.abortQueryTokens, model.vocabulary, 7));
+    await agent.complete(query, { kind: 'query', maxNewTokens: 32 });
+    const longQuery = longest;
+    longest = 0;
+    agent.reset();
+    for (let i = 0; i < opts.abortTurns; i++) {
+      await agent.complete(model.detokenize(tokenIds(24, model.vocabulary, 100 + i)), { kind: 'query', maxNewTokens: 64 });
+    }
+    return { long_query: round(longQuery, 1), long_conversation: round(longest, 1) };
+  } finally {
+    agent.free();
+    model.engine.x = exports;
+  }
+}
+
+/** The cost of a turn late in a conversation against an early one, on the
+ *  demo model: a conversation of opts.conversationTurns commands cycling
+ *  through the 18 tools' domains (retrieval picks other tools most turns, so
+ *  the conversation is re-fed behind a new tools block), greedy, 1 thread;
+ *  the median of turns 5-14 and of the last ten. */
+async function conversationCost(opts) {
+  const model = await Model.fromBytes(new Uint8Array(await readFile(DEMO)), { threads: 1 });
+  const tools = JSON.parse(await readFile(DEMO_TOOLS, 'utf8'));
+  const commands = ['turn on the kitchen light', 'set a timer for 5 minutes', "what's the weather in Oslo", 'play some jazz',
+    'lock the front door', 'translate hello into French', 'call mom', 'add milk to my shopping list'];
+  const agent = await Needle.create({ model, tools, temperature: 0 });
+  try {
+    const ms = [];
+    for (let turn = 0; turn < opts.conversationTurns; turn++) {
+      const t0 = performance.now();
+      await agent.complete(commands[turn % commands.length], { kind: 'query', maxNewTokens: 96 });
+      ms.push(performance.now() - t0);
+    }
+    const early = median(ms.slice(4, 14)), late = median(ms.slice(-10));
+    return { early: round(early, 1), late: round(late, 1), ratio: round(late / early, 2), turns: ms.length };
+  } finally {
+    agent.free();
+    await model.free();
+  }
+}
+
 /** Time per command on the trained demo model: complete() of held-out
  *  commands (src/train/demo-model/), each on a fresh agent whose tools block
  *  was prefilled at create. Only in a source checkout, where they are. */
@@ -482,6 +540,10 @@ export async function runBench({ file, quick = false, progress = () => {} } = {}
     progress('commands on the demo model');
     const demoCommand = await demoCommandMs(opts);
     if (demoCommand.reason) nulls.demo_command_ms = demoCommand.reason;
+    progress('the longest step (abort latency)');
+    const abortMs = await longestStepMs(model, opts);
+    progress('a long conversation on the demo model');
+    const conversation = await conversationCost(opts);
     progress('Needle 3');
     const needle3 = await needle3Figures(opts, quick, nulls);
     progress('other engine variants');
@@ -508,6 +570,8 @@ export async function runBench({ file, quick = false, progress = () => {} } = {}
       command_ms: command.reason ? null : { median: round(command.median, 1), p90: round(command.p90, 1) },
       command_tokens: command.reason ? null : command.tokens,
       demo_command_ms: demoCommand.reason ? null : { median: round(demoCommand.median, 1), p90: round(demoCommand.p90, 1) },
+      abort_ms: abortMs,
+      conversation_turn_ms: conversation,
       wasm_bytes: await wasmSizes(),
       decode_tps_ctx64_by_variant: variants,
       needle3,
@@ -525,6 +589,8 @@ export async function runBench({ file, quick = false, progress = () => {} } = {}
           mask: `${mask.count ?? 0} masks over random logits on a new grammar of two tools, and of the demo's 18 (mask_us_demo_catalogue)`,
           command: `complete() to envelope on this archive, greedy, 1 thread, ${command.count ?? 0} queries of ${COMMAND.queryTokens} random pieces, maxNewTokens ${COMMAND.maxNewTokens}, one required call of a tool with an enum and a boolean, tools block prefilled (command_tokens: median tokens per part)`,
           demo_command: `complete() to envelope on dist/demo.cact, greedy, 1 thread, tools block prefilled at create, ${demoCommand.count ?? 0} held-out commands`,
+          abort: `the longest needle_agent_step (an abort waits at most one) of a ${opts.abortQueryTokens}-token query with the 18 demo tools declared, and of a ${opts.abortTurns}-turn conversation over them, on this archive, 1 thread`,
+          conversation: `complete() of commands cycling through the demo tools' domains in one conversation of ${opts.conversationTurns} turns on dist/demo.cact, 1 thread: medians of turns 5-14 and of the last ten`,
         },
         duration_s: round((performance.now() - started) / 1000, 1),
       },
@@ -566,6 +632,8 @@ export function formatBench(r) {
     `command (complete() to envelope; tokens of query / reasoning / call: ${r.command_tokens ? Object.values(r.command_tokens).join(' / ') : 'n/a'}): `
       + `median ${num(r.command_ms?.median, 0)} ms, p90 ${num(r.command_ms?.p90, 0)} ms`,
     `command on the demo model (complete() to envelope): median ${num(r.demo_command_ms?.median, 0)} ms, p90 ${num(r.demo_command_ms?.p90, 0)} ms`,
+    `longest engine step (what an abort waits): ${num(r.abort_ms?.long_query, 0)} ms in a long query, ${num(r.abort_ms?.long_conversation, 0)} ms in a long conversation`,
+    `a late turn of a long conversation on the demo model: ${num(r.conversation_turn_ms?.late, 0)} ms against ${num(r.conversation_turn_ms?.early, 0)} ms early (x${r.conversation_turn_ms?.ratio})`,
     `wasm modules: ${Object.entries(r.wasm_bytes).map(([f, b]) => `${f} ${b} bytes`).join(', ')}`,
     `decode tok/s at context 64 by engine variant: ${Object.entries(r.decode_tps_ctx64_by_variant)
       .map(([v, tps]) => `${v} ${tps}`).join(', ')}`,

@@ -48,7 +48,7 @@ test('bench --quick --json prints exactly one JSON object of the documented shap
   assert.deepEqual(Object.keys(r.gemv_gmacs), [...Object.keys(GEMV_WIDTHS), 'f32']);
   assert.deepEqual(Object.keys(r.gemv_speedup_vs_f32), Object.keys(GEMV_WIDTHS));
   for (const row of Object.values(r.gemv_gmacs)) assert.deepEqual(Object.keys(row), shapes);
-  for (const key of ['peak_memory_mb', 'mask_us_median', 'mask_us_p99', 'mask_us_demo_catalogue', 'busy_decode_tps', 'command_ms', 'command_tokens', 'demo_command_ms', 'wasm_bytes', 'host']) {
+  for (const key of ['peak_memory_mb', 'mask_us_median', 'mask_us_p99', 'mask_us_demo_catalogue', 'busy_decode_tps', 'command_ms', 'command_tokens', 'demo_command_ms', 'abort_ms', 'conversation_turn_ms', 'wasm_bytes', 'host']) {
     assert.ok(key in r, `missing ${key}`);
   }
   assert.equal(r.host.quick, true);
