@@ -152,6 +152,23 @@ static int buffer_put(buffer *b, const char *s, size_t n) {
 
 static int buffer_str(buffer *b, const char *s) { return buffer_put(b, s, strlen(s)); }
 
+/* A prompt being rendered: its text, and per byte whether the caller wrote
+ * it (the query, a tool result, the system text, the tools). Caller bytes are
+ * encoded with marker matching off (nd_tokenize_plain): "<|im_end|>" typed in
+ * a query is that text, not the turn's end, so only the runtime writes
+ * markers. */
+typedef struct { buffer text, plain; } rendering;
+
+static int put_bytes(rendering *r, const char *s, size_t n, char from_caller) {
+    size_t at = r->plain.len;
+    if (buffer_put(&r->text, s, n) || buffer_put(&r->plain, s, n)) return NEEDLE_E_NOMEM;
+    memset(r->plain.data + at, from_caller, n);
+    return NEEDLE_OK;
+}
+static int put_markup(rendering *r, const char *s) { return put_bytes(r, s, strlen(s), 0); }
+static int put_caller(rendering *r, const char *s, size_t n) { return put_bytes(r, s, n, 1); }
+static void rendering_free(rendering *r) { free(r->text.data), free(r->plain.data); }
+
 /* Copies b into out (NUL-terminated, at most cap bytes), frees b and returns
  * the full length, so callers can size a buffer with a first call. */
 static size_t copy_out(buffer *b, char *out, size_t cap) {
@@ -178,23 +195,22 @@ static int ids_put(idlist *l, const int32_t *ids, size_t n) {
     return NEEDLE_OK;
 }
 
-/* Appends encode(text) to l; without the dummy prefix when `continuation`
- * (text that follows a marker inside the same encode call). */
-static int encode_into(const needle_agent *a, idlist *l, const char *text, size_t len,
-                       int continuation, needle_error *err) {
-    buffer joined = {0};
-    if (continuation) {
-        /* Encoding "</tools>" + text and dropping everything through that
-         * marker gives exactly the ids text has after a marker. */
-        if (buffer_str(&joined, MARKERS[M_TOOLS_END]) || buffer_put(&joined, text, len)) {
-            free(joined.data);
-            return nd_fail(err, NEEDLE_E_NOMEM, "out of memory encoding a turn");
-        }
-        text = joined.data, len = joined.len;
+/* Appends the encoding of r to l; without the dummy prefix when
+ * `continuation` (text that follows a marker inside the same encode call). */
+static int encode_into(const needle_agent *a, idlist *l, const rendering *r, int continuation, needle_error *err) {
+    rendering joined = {0};
+    /* Encoding "</tools>" + text and dropping everything through that marker
+     * gives exactly the ids text has after a marker. */
+    if (continuation && (put_markup(&joined, MARKERS[M_TOOLS_END]) ||
+                         put_bytes(&joined, r->text.data, r->text.len, 0))) {
+        rendering_free(&joined);
+        return nd_fail(err, NEEDLE_E_NOMEM, "out of memory encoding a turn");
     }
-    size_t count = 0, cap = len + 8;
+    if (continuation) memcpy(joined.plain.data + joined.plain.len - r->plain.len, r->plain.data, r->plain.len);
+    const rendering *in = continuation ? &joined : r;
+    size_t len = in->text.len, count = 0, cap = len + 8;
     int32_t *ids = malloc(cap * sizeof *ids);
-    int status = ids ? needle_tokenize(a->tok, text, len, ids, cap, &count, err)
+    int status = ids ? nd_tokenize_plain(a->tok, in->text.data, len, (const uint8_t *)in->plain.data, ids, cap, &count, err)
                      : nd_fail(err, NEEDLE_E_NOMEM, "out of memory encoding a turn");
     size_t skip = 0;
     if (status == NEEDLE_OK && continuation)
@@ -202,7 +218,17 @@ static int encode_into(const needle_agent *a, idlist *l, const char *text, size_
     if (status == NEEDLE_OK && ids_put(l, ids + skip, count - skip))
         status = nd_fail(err, NEEDLE_E_NOMEM, "out of memory encoding a turn");
     free(ids);
-    free(joined.data);
+    rendering_free(&joined);
+    return status;
+}
+
+/* Appends the encoding of text the runtime wrote (markup) or the caller did. */
+static int encode_text(const needle_agent *a, idlist *l, const char *text, size_t len, char from_caller,
+                       needle_error *err) {
+    rendering r = {0};
+    int status = put_bytes(&r, text, len, from_caller) ? nd_fail(err, NEEDLE_E_NOMEM, "out of memory encoding a turn")
+                                                       : encode_into(a, l, &r, 0, err);
+    rendering_free(&r);
     return status;
 }
 
@@ -327,7 +353,7 @@ static void tool_name(const char *text, size_t len, char *out, size_t cap) {
  * embedding every declared tool costs a prefill of all their tokens. */
 static int check_tool_tokens(needle_agent *a, const char *text, size_t len, needle_error *err) {
     idlist ids = {0};
-    int status = encode_into(a, &ids, text, len, 0, err);
+    int status = encode_text(a, &ids, text, len, 1, err);
     size_t count = ids.len;
     free(ids.ids);
     if (status) return status;
@@ -408,7 +434,7 @@ static int retrieves(const needle_agent *a) {
 static int embed(needle_agent *a, const char *text, float *out, needle_error *err) {
     idlist ids = {0};
     int status = ids_put(&ids, &a->bos, 1);
-    if (!status) status = encode_into(a, &ids, text, strlen(text), 0, err);
+    if (!status) status = encode_text(a, &ids, text, strlen(text), 1, err);
     needle_session *s = status ? NULL : needle_session_new(a->model, 0, 0, a->exact, err);
     if (!status && !s) status = err ? err->code : NEEDLE_E_NOMEM;
     if (!status) status = needle_session_feed(s, ids.ids, ids.len, NULL, 0, err);
@@ -512,22 +538,23 @@ static int open_conversation(needle_agent *a, needle_error *err) {
     needle_session_free(a->session);
     needle_grammar_free(a->grammar);
     a->session = NULL, a->grammar = NULL;
-    buffer text = {0}, tools = {0};
+    buffer tools = {0};
+    rendering text = {0};
     int status = render_tools(a, a->chosen, a->chosen_count, &tools);
     size_t system_len = a->system.len;
     const char *system = is_v3(a) ? strip(a->system.data, &system_len) : a->system.data;
     if (!status && system_len) {
-        status = buffer_str(&text, "<|im_start|>system\n");
-        if (!status) status = buffer_put(&text, system, system_len);
-        if (!status) status = buffer_str(&text, "<|im_end|>\n");
+        status = put_markup(&text, "<|im_start|>system\n");
+        if (!status) status = put_caller(&text, system, system_len);
+        if (!status) status = put_markup(&text, "<|im_end|>\n");
     }
-    if (!status) status = buffer_str(&text, "<|im_start|>user\n<tools>");
-    if (!status) status = buffer_put(&text, tools.data, tools.len);
-    if (!status) status = buffer_str(&text, "</tools>");
+    if (!status) status = put_markup(&text, "<|im_start|>user\n<tools>");
+    if (!status) status = put_caller(&text, tools.data, tools.len);
+    if (!status) status = put_markup(&text, "</tools>");
     if (status) status = nd_fail(err, NEEDLE_E_NOMEM, "out of memory rendering the tools");
     a->prefix.len = 0;
     if (!status) status = ids_put(&a->prefix, &a->bos, 1);
-    if (!status) status = encode_into(a, &a->prefix, text.data, text.len, 0, err);
+    if (!status) status = encode_into(a, &a->prefix, &text, 0, err);
     if (!status && a->prefix.len > MAX_TOOLS_BLOCK_TOKENS)
         status = nd_fail(err, NEEDLE_E_CONTEXT, "the tools block is %zu tokens, over the limit of %d: "
                          "declare fewer or shorter tools", a->prefix.len, MAX_TOOLS_BLOCK_TOKENS);
@@ -540,7 +567,7 @@ static int open_conversation(needle_agent *a, needle_error *err) {
         a->session = needle_session_new(a->model, 0, (uint32_t)a->prefix.len, a->exact, err);
         if (!a->session) status = err ? err->code : NEEDLE_E_NOMEM;
     }
-    free(text.data);
+    rendering_free(&text);
     free(tools.data);
     return status;
 }
@@ -588,32 +615,35 @@ static int feed(needle_agent *a, const int32_t *ids, size_t n, needle_error *err
 /* The turn's text (spec section 7, runtime convention for later turns). */
 static int render_turn(needle_agent *a, const char *text, size_t len, idlist *out,
                        needle_error *err) {
-    buffer b = {0};
+    rendering r = {0};
     int first = a->conversation.len == 0, status = 0;
     if (a->turn_kind == NEEDLE_TURN_TOOL_RESULT) {
         size_t n = nd_json_compact(text, len, !is_v3(a), NULL, 0, err);
         char *compact = n ? malloc(n + 1) : NULL;
         if (!compact) return n ? nd_fail(err, NEEDLE_E_NOMEM, "out of memory") : err ? err->code : NEEDLE_E_ARGUMENT;
         nd_json_compact(text, len, !is_v3(a), compact, n + 1, err);
-        status = buffer_str(&b, "\n<|im_start|>user\n<tool_result>");
-        if (!status) status = buffer_put(&b, compact, n);
-        if (!status) status = buffer_str(&b, "</tool_result>");
+        status = put_markup(&r, "\n<|im_start|>user\n<tool_result>");
+        if (!status) status = put_caller(&r, compact, n);
+        if (!status) status = put_markup(&r, "</tool_result>");
         free(compact);
     } else {
-        status = buffer_str(&b, first ? "\n" : "\n<|im_start|>user\n");
-        if (!status) status = buffer_put(&b, text, len);
+        status = put_markup(&r, first ? "\n" : "\n<|im_start|>user\n");
+        if (!status) status = put_caller(&r, text, len);
     }
-    if (!status) status = buffer_str(&b, "<|im_end|>\n<|im_start|>assistant\n");
+    if (!status) status = put_markup(&r, "<|im_end|>\n<|im_start|>assistant\n");
     if (status) status = nd_fail(err, NEEDLE_E_NOMEM, "out of memory rendering a turn");
     /* The first query continues the encode call that rendered the tools. */
-    if (!status) status = encode_into(a, out, b.data, b.len, first, err);
-    free(b.data);
+    if (!status) status = encode_into(a, out, &r, first, err);
+    rendering_free(&r);
     return status;
 }
 
 /* Forced text: exactly the ids encode gives it after a marker. */
 static int forced(needle_agent *a, const char *text, idlist *out, needle_error *err) {
-    return encode_into(a, out, text, strlen(text), 1, err);
+    rendering r = {0};
+    int status = put_markup(&r, text) ? nd_fail(err, NEEDLE_E_NOMEM, "out of memory") : encode_into(a, out, &r, 1, err);
+    rendering_free(&r);
+    return status;
 }
 
 static int same_choice(const uint32_t *x, const uint32_t *y, uint32_t n) {
@@ -639,7 +669,7 @@ static void trim_conversation(needle_agent *a) {
 static int start_embedding(needle_agent *a, const char *text, size_t len, needle_error *err) {
     a->embed_ids.len = a->embed_fed = 0;
     int status = ids_put(&a->embed_ids, &a->bos, 1) ? nd_fail(err, NEEDLE_E_NOMEM, "out of memory") : NEEDLE_OK;
-    if (!status) status = encode_into(a, &a->embed_ids, text, len, 0, err);
+    if (!status) status = encode_text(a, &a->embed_ids, text, len, 1, err);
     if (!status) {
         a->embedding = needle_session_new(a->model, 0, 0, a->exact, err);
         if (!a->embedding) status = err ? err->code : NEEDLE_E_NOMEM;
@@ -674,7 +704,7 @@ int needle_agent_begin(needle_agent *a, const char *text, size_t len, int kind,
     a->prompt.len = a->prompt_fed = 0;
     int status = render_turn(a, text, len, &a->prompt, err);
     /* The target is its own encode call, so it starts with the dummy "▁". */
-    if (!status) status = encode_into(a, &a->prompt, "<think>", 7, 0, err);
+    if (!status) status = encode_text(a, &a->prompt, "<think>", 7, 0, err);
     if (!status && a->prompt.len > MAX_TURN_TOKENS)
         status = nd_fail(err, NEEDLE_E_CONTEXT, "the %s is %zu tokens, over the limit of %d",
                          kind == NEEDLE_TURN_QUERY ? "query" : "tool result", a->prompt.len, MAX_TURN_TOKENS);

@@ -351,20 +351,25 @@ size_t nd_tokenizer_max_piece(const needle_tokenizer *tok) {
 /* SentencePiece's identity normaliser: a space becomes U+2581, an ill-formed
  * byte becomes U+FFFD (one per byte, as spm does), and with addDummyPrefix
  * one U+2581 goes in front. out holds 3 * len + 3 bytes; returns its length. */
-static size_t nd_normalize(const needle_tokenizer *tok, const uint8_t *s, size_t len, char *out) {
+/* plain (may be NULL) flags input bytes where no user-defined piece may
+ * start; out_plain gets the flag of each output byte. */
+static size_t nd_normalize(const needle_tokenizer *tok, const uint8_t *s, size_t len, const uint8_t *plain,
+                           char *out, uint8_t *out_plain) {
     size_t n = 0;
     if (tok->add_dummy_prefix) { memcpy(out, "\xE2\x96\x81", 3); n = 3; }
+    if (out_plain) memset(out_plain, 0, n);
     for (size_t i = 0; i < len;) {
-        size_t c = nd_utf8_char(s + i, len - i);
+        size_t c = nd_utf8_char(s + i, len - i), from = n;
         if (s[i] == ' ' || c == 0) {
             memcpy(out + n, s[i] == ' ' ? "\xE2\x96\x81" : "\xEF\xBF\xBD", 3);
             n += 3;
-            i += 1;
+            c = 1;
         } else {
             memcpy(out + n, s + i, c);
             n += c;
-            i += c;
         }
+        if (out_plain) memset(out_plain + from, plain && plain[i], n - from);
+        i += c;
     }
     return n;
 }
@@ -389,6 +394,7 @@ static int nd_pair_before(const nd_pair *a, const nd_pair *b) {
 typedef struct {
     const needle_tokenizer *tok;
     const char *text;
+    const uint8_t *plain; /* per byte of text: 1 where no user-defined piece may match, or NULL */
     nd_symbol *sym;
     nd_pair *heap;
     size_t heap_len;
@@ -447,6 +453,7 @@ static size_t nd_split(nd_bpe *b, size_t n) {
     size_t count = 0;
     for (size_t i = 0; i < n;) {
         size_t len = nd_marker_at(b->tok, b->text + i, n - i);
+        if (b->plain && len && memchr(b->plain + i, 1, len)) len = 0; /* plain text writes no marker */
         int frozen = len > 0;
         if (!frozen) len = nd_utf8_char((const uint8_t *)b->text + i, n - i); /* valid after normalising */
         nd_symbol *s = &b->sym[count];
@@ -508,6 +515,11 @@ static void nd_emit_symbols(const nd_bpe *b, nd_ids *out) {
 
 NEEDLE_API int needle_tokenize(const needle_tokenizer *tok, const char *text, size_t len, int32_t *ids,
                                size_t cap, size_t *count, needle_error *err) {
+    return nd_tokenize_plain(tok, text, len, NULL, ids, cap, count, err);
+}
+
+int nd_tokenize_plain(const needle_tokenizer *tok, const char *text, size_t len, const uint8_t *plain,
+                      int32_t *ids, size_t cap, size_t *count, needle_error *err) {
     if (!tok || (!text && len) || (!ids && cap) || !count) {
         nd_tok_fail(err, NEEDLE_E_ARGUMENT, "tokenize: NULL tokenizer, text, ids or count");
         return NEEDLE_E_ARGUMENT;
@@ -519,17 +531,19 @@ NEEDLE_API int needle_tokenize(const needle_tokenizer *tok, const char *text, si
         return NEEDLE_E_ARGUMENT;
     }
     size_t max_symbols = len + 1; /* at most one per input byte, plus the dummy prefix */
-    nd_bpe b = {tok, NULL, NULL, NULL, 0};
+    nd_bpe b = {tok, NULL, NULL, NULL, NULL, 0};
     char *norm = malloc(3 * len + 3);
+    uint8_t *norm_plain = plain ? malloc(3 * len + 3) : NULL;
     b.sym = malloc(max_symbols * sizeof *b.sym);
     b.heap = malloc(3 * max_symbols * sizeof *b.heap); /* initial pairs + two per merge */
     int status = NEEDLE_OK;
-    if (!norm || !b.sym || !b.heap) {
+    if (!norm || !b.sym || !b.heap || (plain && !norm_plain)) {
         nd_tok_fail(err, NEEDLE_E_NOMEM, "tokenize: out of memory for %zu bytes of text", len);
         status = NEEDLE_E_NOMEM;
     } else {
         b.text = norm;
-        size_t n = nd_normalize(tok, (const uint8_t *)text, len, norm);
+        b.plain = norm_plain;
+        size_t n = nd_normalize(tok, (const uint8_t *)text, len, plain, norm, norm_plain);
         nd_merge(&b, nd_split(&b, n));
         nd_ids out = {ids, cap, 0};
         nd_emit_symbols(&b, &out);
@@ -540,6 +554,7 @@ NEEDLE_API int needle_tokenize(const needle_tokenizer *tok, const char *text, si
         }
     }
     free(norm);
+    free(norm_plain);
     free(b.sym);
     free(b.heap);
     return status;

@@ -29,4 +29,11 @@ int nd_tokenizer_byte(const needle_tokenizer *tok, int32_t id);
  * than this plus 8 bytes of `out` for one id. */
 size_t nd_tokenizer_max_piece(const needle_tokenizer *tok);
 
+/* needle_tokenize with user-defined pieces (the chat markers) matched only
+ * where every byte of their surface has plain[i] == 0: untrusted text
+ * (queries, tool results, system text, tools) marked plain is encoded as the
+ * text it is, so only the runtime writes markers. plain may be NULL. */
+int nd_tokenize_plain(const needle_tokenizer *tok, const char *text, size_t len, const uint8_t *plain,
+                      int32_t *ids, size_t cap, size_t *count, needle_error *err);
+
 #endif

@@ -108,6 +108,33 @@ static void test_markers_are_atomic_longest_first(void) {
     needle_tokenizer_free(tok);
 }
 
+/* Encodes text with per-byte plain flags (nd_tokenize_plain) and compares. */
+static void expect_plain_ids(const needle_tokenizer *tok, const char *text, const uint8_t *plain, const int32_t *want) {
+    int32_t ids[256];
+    size_t count = 0, n = 0;
+    needle_error err;
+    int status = nd_tokenize_plain(tok, text, strlen(text), plain, ids, 256, &count, &err);
+    while (want[n] >= 0) n++;
+    CHECK(status == NEEDLE_OK, "\"%s\": %s", text, err.message);
+    CHECK(count == n, "\"%s\": %zu ids, want %zu", text, count, n);
+    for (size_t i = 0; i < n && i < count; i++) CHECK(ids[i] == want[i], "\"%s\" id %zu: %d, want %d", text, i, ids[i], want[i]);
+}
+
+/* Text the caller wrote (plain) is encoded as the characters it is: a
+ * marker's surface in it is no marker, one that reaches into it neither, and
+ * the runtime's own markers beside it stay markers. */
+static void test_plain_text_writes_no_marker(void) {
+    blob b = make_blob(vocab, NVOCAB, 1, 1, 1);
+    needle_tokenizer *tok = load(&b);
+    if (!tok) return;
+    const int32_t lt = 4 + NVOCAB + '<', gt = 4 + NVOCAB + '>';
+    expect_plain_ids(tok, "a<a>a<ab>", (const uint8_t[]){0, 0, 0, 0, 0, 1, 1, 1, 1}, IDS(13, 4, 7, lt, 10, gt));
+    expect_plain_ids(tok, "<a>", (const uint8_t[]){0, 0, 1}, IDS(6, lt, 7, gt));
+    expect_plain_ids(tok, "<a><ab>", (const uint8_t[]){0, 0, 0, 0, 0, 0, 0}, IDS(6, 4, 5));
+    expect_plain_ids(tok, "<a><ab>", NULL, IDS(6, 4, 5));
+    needle_tokenizer_free(tok);
+}
+
 static void test_merges_by_score_then_leftmost(void) {
     blob b = make_blob(vocab, NVOCAB, 0, 1, 1);
     needle_tokenizer *tok = load(&b);
@@ -339,6 +366,7 @@ static void test_truncations_and_flips(void) {
 
 int main(void) {
     RUN(test_markers_are_atomic_longest_first);
+    RUN(test_plain_text_writes_no_marker);
     RUN(test_merges_by_score_then_leftmost);
     RUN(test_byte_fallback_and_unknown_runs);
     RUN(test_encode_edges);

@@ -1,12 +1,15 @@
 /* fuzz_tokenizer.c: libFuzzer target for the tokenizer. The input splits at
  * the first NUL: before it, a tokenizer blob to load (hostile bytes); after
  * it, text to encode with the blob when it loads, and with a fixed valid
- * blob always; the ids are decoded whole and streamed back. */
+ * blob always; the ids are decoded whole and streamed back. The fixed blob
+ * also encodes the text as plain text (nd_tokenize_plain, flags from the
+ * text's own bytes), which must write no marker where a flag is set. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "needle.h"
+#include "format/tokenizer.h"
 
 /* A valid blob: specials, one marker, the 256 byte pieces and a few merges. */
 static needle_tokenizer *fixed_tokenizer(void) {
@@ -53,6 +56,25 @@ static void round_trip(const needle_tokenizer *tok, const char *text, size_t len
     free(ids);
 }
 
+/* Plain flags from the text's bytes (odd bytes plain): whatever the flags,
+ * the marker (id 4, "<tool_call>") may only come from bytes that are all
+ * markup, so with every byte plain it never appears. */
+static void plain_encode(const needle_tokenizer *tok, const char *text, size_t len) {
+    size_t count = 0, cap = len + 8;
+    int32_t *ids = malloc(cap * sizeof *ids);
+    uint8_t *plain = malloc(len + 1);
+    if (ids && plain) {
+        for (size_t i = 0; i < len; i++) plain[i] = (uint8_t)text[i] & 1;
+        nd_tokenize_plain(tok, text, len, plain, ids, cap, &count, NULL);
+        memset(plain, 1, len);
+        if (nd_tokenize_plain(tok, text, len, plain, ids, cap, &count, NULL) == NEEDLE_OK)
+            for (size_t i = 0; i < count && i < cap; i++)
+                if (ids[i] == 4) abort();
+    }
+    free(ids);
+    free(plain);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static needle_tokenizer *fixed;
     if (!fixed) fixed = fixed_tokenizer();
@@ -64,5 +86,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (tok) round_trip(tok, text, text_len);
     needle_tokenizer_free(tok);
     if (fixed) round_trip(fixed, text, text_len);
+    if (fixed) plain_encode(fixed, text, text_len);
     return 0;
 }
