@@ -33,7 +33,7 @@ host_imports() {
 # the logits a token, beside a forward pass over every weight): compiled for
 # size, which keeps the module under its 300 KB budget; everything else a
 # token runs through is compiled for speed.
-SIZE_SOURCES="src/agent/agent.c src/format/archive.c src/format/archive_v3.c src/kernels/bench.c src/grammar/grammar.c src/grammar/grammar_complete.c src/grammar/grammar_oneof.c src/grammar/grammar_schema.c src/model/inspect.c src/format/json.c src/model/model.c src/model/weights.c src/grammar/regex.c src/model/sampler.c src/format/tokenizer.c"
+SIZE_SOURCES="src/agent/agent.c src/format/archive.c src/format/archive_v3.c src/kernels/bench.c src/kernels/cq.c src/kernels/cq_a8.c src/grammar/grammar.c src/grammar/grammar_complete.c src/grammar/grammar_oneof.c src/grammar/grammar_schema.c src/model/inspect.c src/format/json.c src/model/model.c src/model/weights.c src/grammar/regex.c src/model/sampler.c src/format/tokenizer.c"
 
 # One engine module: OUT, then the variant's flags (-m and -D flags compile,
 # the others link) and extra sources. Standalone, no Emscripten JS glue:
