@@ -39,11 +39,83 @@ export function tool(fn, schema = {}) {
 /** A tools entry as its plain JSON declaration (what crosses to a worker). */
 export function declaration(entry) {
   if (typeof entry === 'function') {
-    if (!entry.tool) throw new TypeError(`tool function ${entry.name || '(anonymous)'} has no schema: wrap it with tool(fn, schema)`);
+    if (!entry.tool) throw new NeedleError(`tool function ${entry.name || '(anonymous)'} has no schema: wrap it with tool(fn, schema)`, STATUS.ARGUMENT);
     return entry.tool;
   }
   return entry;
 }
+
+/** A value as an error message shows it: a string quoted, else its kind. */
+function shown(value) {
+  if (typeof value === 'string') return JSON.stringify(value.slice(0, 40));
+  if (value === null || value === undefined) return String(value);
+  if (typeof value === 'object') return Array.isArray(value) ? 'an array' : 'an object';
+  return `a ${typeof value}`;
+}
+
+/** create()'s tools and system, checked before anything is loaded or sent to a worker. */
+export function checkAgentInput(tools, system) {
+  if (!Array.isArray(tools)) {
+    throw new NeedleError(`option tools is ${shown(tools)}: must be an array of tool declarations or functions made with tool()`, STATUS.ARGUMENT);
+  }
+  if (typeof system !== 'string') throw new NeedleError(`option system is ${shown(system)}: must be a string`, STATUS.ARGUMENT);
+}
+
+/** Nesting JSON values may have: far past any real tool result or schema,
+ *  and far below where JSON.stringify runs out of stack (about 5,000). */
+const MAX_JSON_DEPTH = 256;
+
+/** A JSON pointer of keys, cut after 8 of them (a deep one would fill the message). */
+function pointerOf(keys) {
+  const shownKeys = keys.slice(0, 8).map((k) => `/${String(k).replace(/~/g, '~0').replace(/\//g, '~1')}`);
+  return shownKeys.join('') + (keys.length > 8 ? '/…' : '');
+}
+
+/**
+ * value as JSON text. What JSON.stringify would throw a TypeError or a
+ * RangeError for instead calls fail(pointer, problem), whose error is thrown:
+ * a BigInt, a cycle, nesting deeper than MAX_JSON_DEPTH, no value at all
+ * (undefined, a function), or a toJSON or getter that throws.
+ */
+export function jsonText(value, fail) {
+  // The containers being written, outermost first, and their keys: the
+  // replacer runs before each value is written, so the stack above the
+  // holder's level has been written out and is popped.
+  const path = [];
+  const keys = [];
+  const level = new Map(); // container -> its index in path, while written
+  let top = null;
+  let text;
+  try {
+    text = JSON.stringify(value, function check(key, v) {
+      top ??= this;
+      const depth = this === top ? 0 : level.get(this) + 1;
+      while (path.length > depth) {
+        level.delete(path.pop());
+        keys.pop();
+      }
+      const at = () => pointerOf([...keys.slice(1), ...(this === top ? [] : [key])]);
+      if (typeof v === 'bigint') throw fail(at(), 'is a BigInt, which JSON cannot hold: give String(n) or Number(n)');
+      if (v === null || typeof v !== 'object') return v;
+      if (level.has(v)) throw fail(at(), `refers back to ${pointerOf(keys.slice(1, level.get(v) + 1)) || 'the top'}: a circular value, which JSON cannot hold`);
+      if (path.length >= MAX_JSON_DEPTH) throw fail(at(), `is nested deeper than ${MAX_JSON_DEPTH} levels`);
+      level.set(v, path.length);
+      path.push(v);
+      keys.push(key);
+      return v;
+    });
+  } catch (cause) {
+    if (cause instanceof NeedleError) throw cause;
+    const error = fail('', `cannot be written as JSON: ${cause?.message ?? cause}`);
+    error.cause = cause;
+    throw error;
+  }
+  if (text === undefined) throw fail('', `is ${shown(value)}: not a JSON value`);
+  return text;
+}
+
+/** fail() for jsonText: a NeedleError (STATUS.ARGUMENT) naming what and where. */
+export const refuse = (what) => (pointer, problem) => new NeedleError(`${what}${pointer ? ` at ${pointer}` : ''} ${problem}`, STATUS.ARGUMENT);
 
 /** name -> JS function of the tools made with tool(). */
 export function toolFunctions(tools) {
@@ -106,6 +178,19 @@ export async function runTools(agent, functions, query, { maxTurns = 4, ...optio
   return { ...envelope, results };
 }
 
+/** A turn's kind ('query' or 'tool_result') and the text it feeds: a query
+ *  as it is; a tool result (or a query that is no string) as its JSON. */
+export function turnInput(text, kind = 'auto') {
+  if (!Object.hasOwn(TURN, kind)) {
+    throw new NeedleError(`option kind is ${JSON.stringify(kind)}: must be "auto", "query" or "tool_result"`, STATUS.ARGUMENT);
+  }
+  // 'auto': a string is a query, any other value a tool result (index.d.ts).
+  const turn = kind === 'auto' ? (typeof text === 'string' ? 'query' : 'tool_result') : kind;
+  const input = typeof text === 'string' && turn === 'query' ? text
+    : jsonText(text, refuse(turn === 'query' ? 'the query' : 'the tool result'));
+  return { turn, input };
+}
+
 const COMPLETE_OPTIONS = ['maxNewTokens', 'signal', 'kind', 'onToken', ...SAMPLING_OPTIONS];
 
 /** The one tool an extraction declares, its call required: its arguments are the answer. */
@@ -119,6 +204,7 @@ export class Needle {
    *  and toolEmbeddings (what toolEmbeddings() returned earlier: reused when neither
    *  the archive nor the tools changed, else recomputed). */
   static async create({ model, tools = [], system = '', load, toolEmbeddings, ...sampling } = {}) {
+    checkAgentInput(tools, system);
     const owned = !(model instanceof Model);
     checkKeys('the load option of Needle.create()', load, LOAD_OPTIONS);
     const loaded = owned ? await Model.load(model ?? DEMO_ARCHIVE_URL, load) : model;
@@ -138,6 +224,8 @@ export class Needle {
     this.engine = model.engine;
     this.functions = toolFunctions(tools);
     this.declarations = tools.map(declaration);
+    // Checked first: the demo model's warnings below read every declaration too.
+    this.toolTexts = this.declarations.map((decl, i) => jsonText(decl, refuse(`tools[${i}]`)));
     this.system = system;
     this.sampling = sampling;
     this.ownsModel = false;
@@ -162,8 +250,8 @@ export class Needle {
   init(saved) {
     const { engine } = this;
     try {
-      for (const decl of this.declarations) {
-        engine.withString(JSON.stringify(decl), (ptr, len) => engine.check(engine.x.needle_agent_add_tool(this.handle, ptr, len, engine.err)));
+      for (const text of this.toolTexts) {
+        engine.withString(text, (ptr, len) => engine.check(engine.x.needle_agent_add_tool(this.handle, ptr, len, engine.err)));
       }
       this.toolEmbeddingsReused = !!saved && this.useToolEmbeddings(saved);
       const { temperature, topK, topP, minP, repetitionPenalty, seed } = checkSampling(this.sampling);
@@ -194,14 +282,9 @@ export class Needle {
     const { maxNewTokens = 256, signal, kind = 'auto', onToken } = options;
     this.claim('complete');
     const { engine } = this;
-    if (!Object.hasOwn(TURN, kind)) {
-      throw new NeedleError(`option kind is ${JSON.stringify(kind)}: must be "auto", "query" or "tool_result"`, STATUS.ARGUMENT);
-    }
+    const { turn, input } = turnInput(text, kind);
     checkInteger('maxNewTokens', maxNewTokens, { min: 1, max: 1 << 20 });
     this.restartSampler(options);
-    // 'auto': a string is a query, any other value a tool result (index.d.ts).
-    const turn = kind === 'auto' ? (typeof text === 'string' ? 'query' : 'tool_result') : kind;
-    const input = typeof text === 'string' && turn === 'query' ? text : JSON.stringify(text);
     if (signal?.aborted) throw abortError('the turn', signal);
     const status = engine.withString(input, (ptr, len) =>
       engine.x.needle_agent_begin(this.handle, ptr, len, TURN[turn], maxNewTokens, engine.err));

@@ -10,7 +10,7 @@
 import { request, encodeSource, deserializeError, endpoint } from './protocol.js';
 import { NeedleError, STATUS, abortError } from './errors.js';
 import { importNode } from './node-import.js';
-import { declaration, toolFunctions, samplingOf, runTools } from './agent.js';
+import { declaration, toolFunctions, samplingOf, runTools, checkAgentInput, turnInput, jsonText, refuse } from './agent.js';
 
 const isBrowser = typeof window !== 'undefined' || typeof WorkerGlobalScope !== 'undefined';
 
@@ -116,7 +116,15 @@ export class WorkerModel {
         onMessage: onMessage ?? ((m) => m.type === 'progress' && onProgress?.({ loaded: m.loaded, total: m.total, checked: m.checked })),
       });
       this.port.hold(true);
-      this.port.post(message, transfer);
+      try {
+        this.port.post(message, transfer);
+      } catch (cause) { // a DataCloneError: a function, say, where a value was expected
+        this.pending.delete(message.id);
+        this.port.hold(this.pending.size > 0);
+        const error = new NeedleError(`cannot send ${message.method ?? message.op} to the worker: ${cause.message}`, STATUS.ARGUMENT);
+        error.cause = cause;
+        done(reject)(error);
+      }
     });
   }
 
@@ -173,7 +181,11 @@ export class WorkerModel {
     if (!this.port) return;
     const port = this.port;
     this.port = null;
-    this.fail(new NeedleError('this model was freed', STATUS.ARGUMENT));
+    // Work still running ends as it does in this thread when its model is freed: an AbortError.
+    const stopped = abortError('the request (its model was freed)');
+    for (const entry of this.pending.values()) entry.reject(stopped);
+    this.pending.clear();
+    this.failure ??= new NeedleError('this model was freed', STATUS.ARGUMENT);
     port.close();
   }
 }
@@ -186,7 +198,9 @@ export class WorkerModel {
 export class WorkerNeedle {
   /** options: tools, system, sampling (see Needle.create); ownsModel: free() also frees the model. */
   static async create(model, { tools = [], system = '', ownsModel = false, toolEmbeddings, ...rest } = {}) {
+    checkAgentInput(tools, system);
     const declarations = tools.map(declaration);
+    declarations.forEach((decl, i) => jsonText(decl, refuse(`tools[${i}]`))); // as the worker will, before they are cloned
     const id = model.nextId++;
     const agent = new WorkerNeedle(model, id, toolFunctions(tools), ownsModel);
     agent.update(await model.send(request.agent(id, id, 'create', [{ tools: declarations, system, toolEmbeddings, sampling: samplingOf(rest) }])));
@@ -220,9 +234,13 @@ export class WorkerNeedle {
     return this.update(await reply);
   }
 
-  /** See Needle.complete; the envelope is computed in the worker. */
-  complete(text, { signal, onToken, ...options } = {}) {
-    return this.send('complete', [text, options], { signal, onToken });
+  /** See Needle.complete; the envelope is computed in the worker. A tool
+   *  result crosses as its JSON's value: what this thread would feed, and
+   *  checked here (turnInput), so that it can be cloned. */
+  async complete(text, { signal, onToken, ...options } = {}) {
+    const { turn, input } = turnInput(text, options.kind);
+    const value = typeof text === 'string' && turn === 'query' ? text : JSON.parse(input);
+    return this.send('complete', [value, { ...options, kind: turn }], { signal, onToken });
   }
 
   /** See runTools: the worker returns each envelope, the JS tools run here. */

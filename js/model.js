@@ -22,6 +22,31 @@ export function variantForArchive(head) {
   return head.length >= 4 && TAG3.every((b, i) => head[i] === b) ? 'needle3' : undefined;
 }
 
+/** A value as an error message shows it: a string quoted, a number as it is, else its kind. */
+function shown(value) {
+  if (typeof value === 'string') return JSON.stringify(value.slice(0, 40));
+  if (typeof value === 'bigint') return `${value}n`;
+  if (value === null || value === undefined || typeof value === 'number' || typeof value === 'boolean') return String(value);
+  return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
+}
+
+/** Token ids as the engine's int32 bytes. Each must be an integer in
+ *  [0, vocabulary): Int32Array.from would wrap 2**32 + 5 to 5 silently. */
+function tokenBytes(ids, vocabulary, what) {
+  if (typeof ids === 'string' || !(Number.isSafeInteger(ids?.length) && ids.length >= 0)) {
+    throw new NeedleError(`${what} takes an array of token ids, not ${shown(ids)}`, STATUS.ARGUMENT);
+  }
+  const out = new Int32Array(ids.length);
+  for (let i = 0; i < ids.length; i++) {
+    const id = ids[i];
+    if (!Number.isInteger(id) || id < 0 || id >= vocabulary) {
+      throw new NeedleError(`${what}: ids[${i}] is ${shown(id)}, not a token id (an integer from 0 to ${vocabulary - 1})`, STATUS.ARGUMENT);
+    }
+    out[i] = id;
+  }
+  return new Uint8Array(out.buffer);
+}
+
 export class Model {
   /** bytes: Uint8Array of a .cact archive; wasm and threads: Engine.create's. */
   static async fromBytes(bytes, { wasm, threads } = {}) {
@@ -159,7 +184,7 @@ export class Model {
   detokenize(ids) {
     this.live();
     const { engine } = this;
-    const idsPtr = engine.copyIn(new Uint8Array(Int32Array.from(ids).buffer));
+    const idsPtr = engine.copyIn(tokenBytes(ids, this.vocabulary, 'detokenize()'));
     try {
       let cap = ids.length * 8 + 16;
       for (;;) {
@@ -316,7 +341,7 @@ export class Session {
     this.live();
     const { engine, vocabulary } = this.model;
     const rows = all ? ids.length : 1;
-    const idsPtr = engine.copyIn(new Uint8Array(Int32Array.from(ids).buffer));
+    const idsPtr = engine.copyIn(tokenBytes(ids, vocabulary, 'feed()'));
     const logitsPtr = engine.malloc(rows * vocabulary * 4);
     try {
       engine.check(engine.x.needle_session_feed(this.handle, idsPtr, ids.length, logitsPtr, all ? 1 : 0, engine.err));

@@ -17,11 +17,14 @@
 
 import { NeedleError, STATUS } from './errors.js';
 import { checkInteger, checkKeys, checkNumber } from './options.js';
-import { extractionTool } from './agent.js';
+import { extractionTool, jsonText } from './agent.js';
 
 const PARAMS = ['model', 'messages', 'tools', 'tool_choice', 'response_format', 'temperature', 'top_p', 'seed', 'max_tokens',
   'max_completion_tokens', 'n', 'stream', 'stream_options', 'signal'];
 const DEFAULT_MAX_TOKENS = 256; // the agent's default budget of a turn
+// Every earlier assistant turn of a request is generated again: this bounds
+// the work one request can ask for (and is far past Needle's conversations).
+const MAX_MESSAGES = 256;
 
 /** A refusal of the request: `param` names the option or message pointer. */
 export function invalid(param, message) {
@@ -40,6 +43,24 @@ function checked(param, check) {
   }
 }
 
+/** jsonText's fail(): a refusal naming the JSON pointer of the value (`at`, then the pointer under it). */
+function refusal(at) {
+  return (pointer, problem) => (at + pointer ? invalid(at + pointer, problem) : new NeedleError(`the request ${problem}`, STATUS.ARGUMENT));
+}
+
+/** { value } of JSON text, or null when it is not JSON; a value nested too
+ *  deep to be written back (jsonText) is refused, naming `at`. */
+function parsedJson(text, at) {
+  let value;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return null;
+  }
+  jsonText(value, refusal(at));
+  return { value };
+}
+
 /** null means "not given" in OpenAI's request types. */
 const given = (value) => (value === null ? undefined : value);
 
@@ -54,6 +75,8 @@ export function planRequest(params) {
   if (!params || typeof params !== 'object' || Array.isArray(params)) throw invalid('messages', 'is missing: create() takes { messages, ... }');
   const unknown = Object.keys(params).find((key) => !PARAMS.includes(key));
   if (unknown) checked(unknown, () => checkKeys('chat.completions.create()', params, PARAMS));
+  // Later steps write parts of the request as JSON: a BigInt, a cycle or deep nesting is refused here.
+  jsonText({ ...params, signal: undefined }, refusal(''));
   const { system, turns, final } = conversationOf(params.messages);
   const choice = choiceOf(given(params.tool_choice), declarationsOf(given(params.tools)));
   const extraction = extractionOf(given(params.response_format));
@@ -178,11 +201,8 @@ function textOf(content, at) {
 /** A tool message's content as the value fed back: its JSON when it is JSON, else the text. */
 function resultOf(message, at) {
   const text = textOf(message.content, at);
-  try {
-    return JSON.parse(text);
-  } catch {
-    return text;
-  }
+  const parsed = parsedJson(text, `${at}/content`);
+  return parsed ? parsed.value : text;
 }
 
 /** An assistant message's tool calls as the agent's function_calls, with their ids. */
@@ -192,12 +212,7 @@ function callsOf(message, at) {
   return calls.map((call, j) => {
     const here = `${at}/tool_calls/${j}`;
     if (call?.type !== 'function' || typeof call.function?.name !== 'string') throw invalid(here, 'must be { id, type: "function", function: { name, arguments } }');
-    let args;
-    try {
-      args = JSON.parse(call.function.arguments);
-    } catch {
-      throw invalid(`${here}/function/arguments`, 'must be a JSON object in a string');
-    }
+    const args = typeof call.function.arguments === 'string' ? parsedJson(call.function.arguments, `${here}/function/arguments`)?.value : null;
     if (!args || typeof args !== 'object' || Array.isArray(args)) throw invalid(`${here}/function/arguments`, 'must be a JSON object in a string');
     return { id: call.id, name: call.function.name, arguments: args };
   });
@@ -210,6 +225,9 @@ function callsOf(message, at) {
  */
 function conversationOf(messages) {
   if (!Array.isArray(messages) || !messages.length) throw invalid('messages', 'must be a non-empty array');
+  if (messages.length > MAX_MESSAGES) {
+    throw invalid('messages', `has ${messages.length} messages: at most ${MAX_MESSAGES} are taken (every earlier assistant turn is generated again)`);
+  }
   const system = [];
   const turns = [];
   let input = null; // the input being read, not yet answered

@@ -64,6 +64,8 @@ function send(res, status, body, headers = {}) {
 }
 
 async function handle(req, res) {
+  // A path, not "//x" or "/\\x", which URL parsers read as a host (new URL throws for "//").
+  if (!/^\/(?![/\\])/.test(req.url)) return send(res, 400, 'bad request target\n');
   if (req.method !== 'GET' && req.method !== 'HEAD') return send(res, 405, 'method not allowed\n', { allow: 'GET, HEAD' });
   const file = resolvePath(new URL(req.url, 'http://localhost').pathname);
   if (!file) return send(res, 403, 'forbidden\n');

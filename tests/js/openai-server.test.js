@@ -5,7 +5,7 @@
 // parse(), /v1/models, errors
 // in OpenAI's { error: { message, type, param, code } } shape (400, 404, 413),
 // requests queued one at a time, and a closed connection aborting its
-// request. Needs dist/ (./build.sh).
+// request. What it refuses to web pages: serve-guard.test.js. Needs dist/ (./build.sh).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -83,7 +83,8 @@ test('stream: true: server-sent events the client folds into the same answer', a
     assert.equal(folded.choices[0].finish_reason, whole.choices[0].finish_reason);
   }
   // The wire format itself: data: lines, then data: [DONE].
-  const response = await fetch(`${server.url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify(ask('set a timer for 10 minutes', { stream: true })) });
+  const response = await fetch(`${server.url}/v1/chat/completions`, { method: 'POST', headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify(ask('set a timer for 10 minutes', { stream: true })) });
   assert.equal(response.headers.get('content-type'), 'text/event-stream');
   const events = (await response.text()).split('\n\n');
   assert.equal(events.pop(), '');
@@ -160,7 +161,7 @@ test('errors in OpenAI\'s shape: 400 naming the param, 413 over 1 MB, 404, 405',
     assert.equal(e.code, 'request_too_large');
     assert.match(e.message, /over the limit of 1048576/);
   });
-  const notJson = await fetch(`${server.url}/v1/chat/completions`, { method: 'POST', body: '{"model":' });
+  const notJson = await fetch(`${server.url}/v1/chat/completions`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '{"model":' });
   assert.equal(notJson.status, 400);
   assert.match((await notJson.json()).error.message, /not JSON/);
   const missing = await fetch(`${server.url}/v2/things`);
