@@ -17,6 +17,7 @@ import { parseExactJson } from './exact-json.js';
 import { Model } from './model.js';
 import { LOAD_OPTIONS, DEMO_ARCHIVE_URL } from './load.js';
 import { demoWarnings } from './demo-model.js';
+import { jsonText, refuse, shown } from './json-text.js';
 
 const TURN = { auto: 0, query: 1, tool_result: 2 };
 const STEP = { done: 0, reasoning: 1, call: 2, marker: 3, prefill: 4, failed: -1 };
@@ -45,14 +46,6 @@ export function declaration(entry) {
   return entry;
 }
 
-/** A value as an error message shows it: a string quoted, else its kind. */
-function shown(value) {
-  if (typeof value === 'string') return JSON.stringify(value.slice(0, 40));
-  if (value === null || value === undefined) return String(value);
-  if (typeof value === 'object') return Array.isArray(value) ? 'an array' : 'an object';
-  return `a ${typeof value}`;
-}
-
 /** create()'s tools and system, checked before anything is loaded or sent to a worker. */
 export function checkAgentInput(tools, system) {
   if (!Array.isArray(tools)) {
@@ -61,61 +54,6 @@ export function checkAgentInput(tools, system) {
   if (typeof system !== 'string') throw new NeedleError(`option system is ${shown(system)}: must be a string`, STATUS.ARGUMENT);
 }
 
-/** Nesting JSON values may have: far past any real tool result or schema,
- *  and far below where JSON.stringify runs out of stack (about 5,000). */
-const MAX_JSON_DEPTH = 256;
-
-/** A JSON pointer of keys, cut after 8 of them (a deep one would fill the message). */
-function pointerOf(keys) {
-  const shownKeys = keys.slice(0, 8).map((k) => `/${String(k).replace(/~/g, '~0').replace(/\//g, '~1')}`);
-  return shownKeys.join('') + (keys.length > 8 ? '/…' : '');
-}
-
-/**
- * value as JSON text. What JSON.stringify would throw a TypeError or a
- * RangeError for instead calls fail(pointer, problem), whose error is thrown:
- * a BigInt, a cycle, nesting deeper than MAX_JSON_DEPTH, no value at all
- * (undefined, a function), or a toJSON or getter that throws.
- */
-export function jsonText(value, fail) {
-  // The containers being written, outermost first, and their keys: the
-  // replacer runs before each value is written, so the stack above the
-  // holder's level has been written out and is popped.
-  const path = [];
-  const keys = [];
-  const level = new Map(); // container -> its index in path, while written
-  let top = null;
-  let text;
-  try {
-    text = JSON.stringify(value, function check(key, v) {
-      top ??= this;
-      const depth = this === top ? 0 : level.get(this) + 1;
-      while (path.length > depth) {
-        level.delete(path.pop());
-        keys.pop();
-      }
-      const at = () => pointerOf([...keys.slice(1), ...(this === top ? [] : [key])]);
-      if (typeof v === 'bigint') throw fail(at(), 'is a BigInt, which JSON cannot hold: give String(n) or Number(n)');
-      if (v === null || typeof v !== 'object') return v;
-      if (level.has(v)) throw fail(at(), `refers back to ${pointerOf(keys.slice(1, level.get(v) + 1)) || 'the top'}: a circular value, which JSON cannot hold`);
-      if (path.length >= MAX_JSON_DEPTH) throw fail(at(), `is nested deeper than ${MAX_JSON_DEPTH} levels`);
-      level.set(v, path.length);
-      path.push(v);
-      keys.push(key);
-      return v;
-    });
-  } catch (cause) {
-    if (cause instanceof NeedleError) throw cause;
-    const error = fail('', `cannot be written as JSON: ${cause?.message ?? cause}`);
-    error.cause = cause;
-    throw error;
-  }
-  if (text === undefined) throw fail('', `is ${shown(value)}: not a JSON value`);
-  return text;
-}
-
-/** fail() for jsonText: a NeedleError (STATUS.ARGUMENT) naming what and where. */
-export const refuse = (what) => (pointer, problem) => new NeedleError(`${what}${pointer ? ` at ${pointer}` : ''} ${problem}`, STATUS.ARGUMENT);
 
 /** name -> JS function of the tools made with tool(). */
 export function toolFunctions(tools) {

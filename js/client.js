@@ -10,7 +10,8 @@
 import { request, encodeSource, deserializeError, endpoint } from './protocol.js';
 import { NeedleError, STATUS, abortError } from './errors.js';
 import { importNode } from './node-import.js';
-import { declaration, toolFunctions, samplingOf, runTools, checkAgentInput, turnInput, jsonText, refuse } from './agent.js';
+import { declaration, toolFunctions, samplingOf, runTools, checkAgentInput, turnInput } from './agent.js';
+import { jsonText, refuse } from './json-text.js';
 
 const isBrowser = typeof window !== 'undefined' || typeof WorkerGlobalScope !== 'undefined';
 

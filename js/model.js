@@ -5,6 +5,7 @@ import { Engine, NeedleError, STATUS, nextTask } from './engine.js';
 import { abortError } from './errors.js';
 import { checkInteger, checkKeys, checkSampling } from './options.js';
 import { streamArchive } from './load.js';
+import { shown } from './json-text.js';
 
 const SPECIAL = { pad: 0, eos: 1, bos: 2, unknown: 3 };
 const LOAD_REPACK = 1; // NEEDLE_LOAD_REPACK in src/needle.h
@@ -20,14 +21,6 @@ const TAG3 = [0x84, 0x2a, 0xe1, 0x05]; // a Needle 3 archive's first bytes (need
  *  archives run in the needle3 variant; anything else in the default one. */
 export function variantForArchive(head) {
   return head.length >= 4 && TAG3.every((b, i) => head[i] === b) ? 'needle3' : undefined;
-}
-
-/** A value as an error message shows it: a string quoted, a number as it is, else its kind. */
-function shown(value) {
-  if (typeof value === 'string') return JSON.stringify(value.slice(0, 40));
-  if (typeof value === 'bigint') return `${value}n`;
-  if (value === null || value === undefined || typeof value === 'number' || typeof value === 'boolean') return String(value);
-  return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
 }
 
 /** Token ids as the engine's int32 bytes. Each must be an integer in

@@ -17,7 +17,8 @@
 
 import { NeedleError, STATUS } from './errors.js';
 import { checkInteger, checkKeys, checkNumber } from './options.js';
-import { extractionTool, jsonText } from './agent.js';
+import { extractionTool } from './agent.js';
+import { jsonText } from './json-text.js';
 
 const PARAMS = ['model', 'messages', 'tools', 'tool_choice', 'response_format', 'temperature', 'top_p', 'seed', 'max_tokens',
   'max_completion_tokens', 'n', 'stream', 'stream_options', 'signal'];

@@ -13,7 +13,7 @@ const SHELL = [
   './', './index.html', './app.js', './presets.js', './style.css', './manifest.webmanifest', './icon.svg',
   './tools.json',
   '../js/index.js', '../js/client.js', '../js/worker.js', '../js/protocol.js', '../js/load.js',
-  '../js/model.js', '../js/engine.js', '../js/wasm.js', '../js/agent.js', '../js/node-import.js',
+  '../js/model.js', '../js/engine.js', '../js/wasm.js', '../js/agent.js', '../js/json-text.js', '../js/node-import.js',
   '../js/thread-worker.js', '../js/options.js', '../js/exact-json.js', '../js/needle2.js', '../js/errors.js',
   '../js/openai.js', '../js/openai-request.js', '../js/openai-chunks.js', '../js/load-model.js', '../js/demo-model.js',
   '../dist/needle.wasm', '../dist/needle-nosimd.wasm', '../dist/needle-relaxed.wasm', '../dist/needle-threads.wasm',

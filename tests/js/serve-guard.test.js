@@ -29,13 +29,16 @@ let server;
 let api;
 let steps = 0; // engine steps of every agent turn
 let onStep = null; // called before each step
+let begun = []; // steps counted when each turn began
 let creates = 0; // requests handed to the facade
 
 before(async () => {
   model = await loadModel(undefined, { worker: false });
   // Counts needle_agent_step calls: the agent reads engine.x on every step.
   const exports = model.engine.x;
-  model.engine.x = { ...exports, needle_agent_step: (...args) => { steps++; onStep?.(); return exports.needle_agent_step(...args); } };
+  model.engine.x = { ...exports,
+    needle_agent_step: (...args) => { steps++; onStep?.(); return exports.needle_agent_step(...args); },
+    needle_agent_begin: (...args) => { begun.push(steps); return exports.needle_agent_begin(...args); } };
   facade = await openai({ model });
   const counted = { models: facade.models, chat: { completions: { create: (params) => { creates++; return facade.chat.completions.create(params); } } } };
   server = await serveOpenAI(counted, { port: 0, cors: [APP] });
@@ -231,13 +234,13 @@ test('a client that hangs up mid-turn stops the turn within a step or two; the n
     });
     req.end(JSON.stringify(ask(query, { stream })));
     await gone;
-    count = steps;
+    begun = [];
     started = performance.now();
     const models = await api.models.list();
     const modelsMs = performance.now() - started;
     const next = await api.chat.completions.create(ask(query));
     const nextMs = performance.now() - started;
-    const after = steps - count - aloneSteps; // the next turn takes as many steps as the one alone
+    const after = begun[0] - hangUp; // the hung-up turn's steps, up to the next turn's start
     console.log(`stream ${stream}: a turn alone ${aloneSteps} steps, ${aloneMs.toFixed(0)} ms; after the hang-up GET /v1/models `
       + `in ${modelsMs.toFixed(0)} ms, the next turn in ${nextMs.toFixed(0)} ms; ${after} steps of the hung-up turn ran after it`);
     assert.equal(models.data.length, 1);
