@@ -83,8 +83,10 @@ const SITE3 = (g) => [
   ['taps', 'fp16', [g.engramTaps, g.hidden]],
 ];
 
-/** heads: [{ kind, probes (k), queries (q), dense }] in manifest order
- *  (embedding, confidence, router); dense writes the older all-FP16 layout. */
+/** heads: [{ kind, probes (k), queries (q), dense, outputs }] in manifest
+ *  order (embedding, confidence, router); dense writes the older all-FP16
+ *  layout; outputs, the embedding's width (an export's embedding_dim), is
+ *  HEAD3_OUTPUTS' by default. */
 export function checkHeads3(heads) {
   const kinds = heads.map((h) => h.kind);
   const order = Object.keys(HEAD3_CODES);
@@ -93,6 +95,9 @@ export function checkHeads3(heads) {
     for (const key of ['probes', 'queries']) {
       if (!Number.isInteger(h[key]) || h[key] < 1 || h[key] > 64) throw new Error(`head ${h.kind}: ${key} must be 1..64`);
     }
+    if (h.outputs !== undefined && (h.kind !== 'embedding' || !Number.isInteger(h.outputs) || h.outputs < 2)) {
+      throw new Error(`head ${h.kind}: outputs is the embedding head's width, an integer >= 2`);
+    }
   }
   if (kinds.some((k, i) => i && order.indexOf(k) <= order.indexOf(kinds[i - 1]))) {
     throw new Error(`heads must come once each in the order ${order.join(', ')}`);
@@ -100,8 +105,8 @@ export function checkHeads3(heads) {
   return heads;
 }
 
-function headTensors(g, { kind, probes: k, queries: q, dense = false }) {
-  const cells = g.layers + 1, d = g.hidden, out = HEAD3_OUTPUTS[kind], matrix = dense ? 'fp16' : 'cq';
+function headTensors(g, { kind, probes: k, queries: q, dense = false, outputs }) {
+  const cells = g.layers + 1, d = g.hidden, out = outputs ?? HEAD3_OUTPUTS[kind], matrix = dense ? 'fp16' : 'cq';
   const list = [
     ['probes', matrix, dense ? [cells, k, d] : [cells * k, d]], ['gain', 'fp16', [cells, k]],
     ['query', matrix, [q, d]], ['row_bias', 'fp16', [q, cells, k]], ['proj', matrix, [out, q * d]],

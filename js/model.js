@@ -9,8 +9,7 @@ import { shown } from './json-text.js';
 
 const SPECIAL = { pad: 0, eos: 1, bos: 2, unknown: 3 };
 const LOAD_REPACK = 1; // NEEDLE_LOAD_REPACK in src/needle.h
-const CONTRASTIVE_HEAD = 1; // needle_session_head's kind: 128 floats of unit norm
-const EMBEDDING_WIDTH = 128;
+const CONTRASTIVE_HEAD = 1; // needle_session_head's kind: needle_model_head_outputs floats of unit norm
 
 const GENERATE_OPTIONS = ['maxTokens', 'raw', 'temperature', 'topK', 'topP', 'minP', 'repetitionPenalty', 'seed',
   'signal', 'exact'];
@@ -218,11 +217,12 @@ export class Model {
   embed(text, { exact = false } = {}) {
     const session = this.session({ exact });
     const { engine } = this;
-    const out = engine.malloc(EMBEDDING_WIDTH * 4);
+    const width = engine.x.needle_model_head_outputs(this.handle, CONTRASTIVE_HEAD) || 1; // none: the call below says so
+    const out = engine.malloc(width * 4);
     try {
       session.feed([this.ids.bos, ...this.tokenize(text)]);
       engine.check(engine.x.needle_session_head(session.handle, CONTRASTIVE_HEAD, out, engine.err));
-      return Float32Array.from(new Float32Array(engine.memory.buffer, out, EMBEDDING_WIDTH));
+      return Float32Array.from(new Float32Array(engine.memory.buffer, out, width));
     } finally {
       engine.x.free(out);
       session.free();

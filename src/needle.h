@@ -176,11 +176,13 @@ NEEDLE_API int needle_session_rewind(needle_session *session, uint32_t position,
 NEEDLE_API int needle_session_set_sinks(needle_session *session, uint32_t sinks, needle_error *err);
 /* A probe head over the cells pooled so far (spec section 4; Needle 3:
  * needle3-model.md section 5): kind 1 (contrastive, Needle 3's embedding)
- * writes 128 floats of unit norm, kind 2 (confidence) one probability, kind
- * 3 (Needle 3's router) its three logits. NEEDLE_E_ARGUMENT when the archive has no such head,
+ * writes needle_model_head_outputs floats of unit norm (128 in Needle 2), kind
+ * 2 (confidence) one probability, kind 3 (Needle 3's router) its three logits. NEEDLE_E_ARGUMENT when the archive has no such head,
  * NEEDLE_E_CONTEXT when nothing was pooled. Rewinding to 0 restarts pooling;
  * other rewinds leave it as is. */
 NEEDLE_API int needle_session_head(needle_session *session, int kind, float *out, needle_error *err);
+/* How many floats needle_session_head writes for kind; 0 when the archive has no such head. */
+NEEDLE_API uint32_t needle_model_head_outputs(const needle_model *model, int kind);
 /* Restarts pooling: only positions fed from now on count. */
 NEEDLE_API void needle_session_pool_reset(needle_session *session);
 

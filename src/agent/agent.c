@@ -42,7 +42,7 @@
 #define MAX_TURN_TOKENS 4096        /* one turn's text: a query or a tool result */
 #define RETRIEVAL_TOP 5
 #define SUPPRESS_BELOW 0.1 /* Needle 3 withholds calls of lower confidence */
-#define EMBED_DIM_MAX 1024
+#define EMBED_DIM_MAX ND_MAX_EMBED_DIM
 
 enum { M_IM_START, M_IM_END, M_THINK, M_THINK_END, M_TOOLS, M_TOOLS_END, M_CALL, M_CALL_END,
        M_RESULT, M_RESULT_END, MARKER_COUNT };

@@ -82,6 +82,7 @@ enum {
 };
 #define ND_COND_RANK 8u      /* Needle 3 MLP conditioning rank */
 #define ND_MAX_HEAD_CELLS 64u /* Needle 3 probes per cell (k) and queries (q) per head */
+#define ND_MAX_EMBED_DIM 1024u /* Needle 3's embedding head: the rows of its proj, 2..this */
 
 /* Bounds archive.c enforces on the header, chosen so that every size the
  * engine derives (tensor elements, rows, widths, per-position cache sizes)

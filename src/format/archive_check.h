@@ -21,6 +21,7 @@ typedef struct {
     nd_geometry g;
     uint32_t head_count, kinds[3];       /* kinds[h] = 0 until known */
     uint32_t head_probes[3], head_queries[3]; /* Needle 3: k and q, 0 until read */
+    uint32_t head_outs[3];                /* Needle 3: outputs, from proj's rows */
     uint64_t data_start;   /* end of header, codebooks and directory */
     needle_error *err;
 } nd_check;

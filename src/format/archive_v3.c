@@ -218,10 +218,6 @@ static void head_at(const nd_geometry *g, uint32_t head_count, uint32_t index, u
     if (*h >= head_count) *h = head_count - 1, *which = ND_H3_CALIBRATION;
 }
 
-static uint32_t head_out(uint32_t kind) {
-    return kind == ND_HEAD_CONTRASTIVE ? 128 : kind == ND_HEAD_CONFIDENCE ? 1 : 3;
-}
-
 /* The probes fix k: CQ [(layers+1)*k, hidden], or the older FP16 [layers+1, k, hidden]. */
 static int expect_probes(nd_check *c, uint32_t index, uint32_t h, const nd_record *r, nd_expect *e) {
     uint32_t cells = c->g.layers + 1, d = c->g.hidden, k;
@@ -244,20 +240,24 @@ static int expect_probes(nd_check *c, uint32_t index, uint32_t h, const nd_recor
     return NEEDLE_OK;
 }
 
-/* The projection fixes the kind when the manifest was not yet read (a
- * streamed prefix): 128 outputs embedding, 1 confidence, 3 router. */
+/* The projection's rows are the head's outputs: 1 for confidence, 3 for the
+ * router, any width from 2 to ND_MAX_EMBED_DIM for the embedding (an export
+ * chooses its embedding_dim; the released file's is 128). They fix the kind
+ * when the manifest was not yet read (a streamed prefix). */
 static int expect_proj(nd_check *c, uint32_t index, uint32_t h, const nd_record *r, nd_expect *e) {
     int router_slot = has_router(&c->g) && h + 1 == c->head_count;
-    if (!c->kinds[h]) {
-        uint32_t out = r->rank == 2 ? r->shape[0] : 0;
-        uint32_t kind = out == 128 ? ND_HEAD_CONTRASTIVE : out == 1 ? ND_HEAD_CONFIDENCE
-                        : out == 3 ? ND_HEAD_ROUTER : 0;
-        if (!kind || (kind == ND_HEAD_ROUTER) != router_slot)
-            return nd_rec_fail(c, index, "shape[0] is %u, expected %s", out,
-                               router_slot ? "3 (router)" : "128 (embedding) or 1 (confidence)");
-        c->kinds[h] = kind;
+    uint32_t out = r->rank == 2 ? r->shape[0] : 0;
+    uint32_t kind = router_slot ? (out == 3 ? ND_HEAD_ROUTER : 0)
+                    : out == 1 ? ND_HEAD_CONFIDENCE : out >= 2 && out <= ND_MAX_EMBED_DIM ? ND_HEAD_CONTRASTIVE : 0;
+    if (!kind || (c->kinds[h] && kind != c->kinds[h])) {
+        uint32_t want = c->kinds[h] ? c->kinds[h] : router_slot ? ND_HEAD_ROUTER : 0;
+        return nd_rec_fail(c, index, "shape[0] is %u, expected %s", out,
+                           want == ND_HEAD_ROUTER ? "3 (router)" : want == ND_HEAD_CONFIDENCE ? "1 (confidence)"
+                           : want == ND_HEAD_CONTRASTIVE ? "2..1024 (embedding)" : "2..1024 (embedding) or 1 (confidence)");
     }
-    *e = (nd_expect){ND_CQ, 2, 1, {head_out(c->kinds[h]), c->head_queries[h] * c->g.hidden, 0, 0}};
+    c->kinds[h] = kind;
+    c->head_outs[h] = out;
+    *e = (nd_expect){ND_CQ, 2, 1, {out, c->head_queries[h] * c->g.hidden, 0, 0}};
     return NEEDLE_OK;
 }
 
@@ -277,7 +277,7 @@ static int expect_head(nd_check *c, uint32_t index, const nd_record *r, nd_expec
         break;
     case ND_H3_ROW_BIAS: *e = nd_expect_3(q, cells, k); break;
     case ND_H3_PROJ: return expect_proj(c, index, h, r, e);
-    case ND_H3_BIAS: *e = nd_expect_1(head_out(c->kinds[h])); break;
+    case ND_H3_BIAS: *e = nd_expect_1(c->head_outs[h] ? c->head_outs[h] : 1); break;
     default: *e = nd_expect_1(3); /* the router's calibration */
     }
     return NEEDLE_OK;

@@ -1417,6 +1417,8 @@ uint32_t nd_head_outputs(const needle_model *m, uint32_t kind) {
     return 0;
 }
 
+uint32_t needle_model_head_outputs(const needle_model *m, int kind) { return kind > 0 ? nd_head_outputs(m, (uint32_t)kind) : 0; }
+
 size_t nd_session_pool_bytes(const needle_model *m) {
     size_t floats = 0;
     for (uint32_t h = 0; m && h < m->head_count; h++)
@@ -1477,7 +1479,7 @@ static int head_out3(const needle_model *m, const nd_head *hd, const float *pool
 /* needle_session_head for Needle 3: the embedding of unit norm, the
  * confidence probability, or the router's three logits as computed. */
 static int session_head3(const needle_model *m, const nd_head *hd, const float *pool, float *out, needle_error *err) {
-    double value[128], norm = 0; /* the widest head: the embedding's 128 */
+    double value[ND_MAX_EMBED_DIM], norm = 0; /* the widest head: an embedding's */
     int rc = head_out3(m, hd, pool, value, err);
     for (uint32_t o = 0; o < hd->out && !rc; o++) norm += value[o] * value[o];
     for (uint32_t o = 0; o < hd->out && !rc; o++)

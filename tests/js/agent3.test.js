@@ -96,6 +96,25 @@ test('Needle 3: embed() is the vector retrieval compares, of unit norm; refused 
   assert.throws(() => model.embed('do thing 3'), (e) => e.code === STATUS.ARGUMENT && /no probe head/.test(e.message));
 });
 
+test('Needle 3: an embedding head of another width (an export with embedding_dim 64) loads, embeds and retrieves', async () => {
+  const tools = Array.from({ length: 6 }, (_, i) => ({ name: `tool_${i}`, description: `does thing ${i}` }));
+  const narrow = await Model.fromBytes(writeCact3({ geometry: TINY3_GEOMETRY, seed: 7, bits: 2, group: 32, tokenizer,
+    heads: [{ kind: 'embedding', probes: 2, queries: 2, outputs: 64 }] }), { wasm: 'needle3' });
+  const v = narrow.embed('do thing 3');
+  assert.equal(v.length, 64);
+  assert.ok(Math.abs(Math.hypot(...v) - 1) < 1e-5);
+  const agent = await Needle.create({ model: narrow, tools });
+  const { vectors } = agent.toolEmbeddings();
+  assert.equal(vectors.length, 6 * 64);
+  assert.equal(agent.renderedTools().length, 5);
+  agent.free();
+  narrow.free();
+  // A width past the engine's 1024 is refused, naming the tensor.
+  await assert.rejects(Model.fromBytes(writeCact3({ geometry: TINY3_GEOMETRY, seed: 7, bits: 2, group: 32, tokenizer,
+    heads: [{ kind: 'embedding', probes: 2, queries: 1, outputs: 1025 }] }), { wasm: 'needle3' }),
+  (e) => e.code === STATUS.FORMAT && /proj.*shape\[0\] is 1025, expected 2\.\.1024 \(embedding\)/.test(e.message));
+});
+
 // The tool.field names of string arguments the text does not contain (case folded).
 const ungrounded = (calls, text) => calls.flatMap((c) => Object.entries(c.arguments)
   .filter(([, v]) => typeof v === 'string' && !text.toLowerCase().includes(v.toLowerCase())).map(([k]) => `${c.name}.${k}`));

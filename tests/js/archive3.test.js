@@ -104,7 +104,7 @@ const CASES = [
   ['a gain of another k', setRec32('embedding_head.gain', 8, 3), /^tensor 108 \(head 0 \(embedding\) gain\): shape\[1\] is 3, expected 2$/],
   ['row biases of another query count', setRec32('confidence_head.row_bias', 4, 5), /^tensor 116 \(head 1 \(confidence\) row_bias\): shape\[0\] is 5, expected 4$/],
   ['65 queries', setRec32('confidence_head.query', 4, 65), /^tensor 115 \(head 1 \(confidence\) query\): shape\[0\] is 65, expected 1\.\.64 queries$/],
-  ['a router projection of one output', setRec32('router_head.proj', 4, 1), /^tensor 123 \(head 2 \(router\) proj\): shape\[0\] is 1, expected 3$/],
+  ['a router projection of one output', setRec32('router_head.proj', 4, 1), /^tensor 123 \(head 2 \(router\) proj\): shape\[0\] is 1, expected 3 \(router\)$/],
   ['manifest codes out of order', (b) => { setF16('heads.manifest', 0, 0x4000)(b); setF16('heads.manifest', 1, 0x3c00)(b); },
     /^tensor 106 \(heads manifest\): element 1 is 1 after 2: codes must rise \(1, 2, 3\)$/],
   ['a router code where a 6-tensor head stands', setF16('heads.manifest', 0, 0x4200),

@@ -122,7 +122,7 @@ function nameTensors3(g, tensors) {
       head.q = tensors[at].shape[0];
       head.query = matrix(`head ${code} query`, head.q, d);
       head.rowBias = data(`head ${code} row_bias`, [head.q, cells, k]);
-      head.out = HEAD3_OUTPUTS[code];
+      head.out = code === HEAD3_CODES.EMBEDDING ? tensors[at].shape[0] : HEAD3_OUTPUTS[code]; // an embedding's width is its proj's rows
       head.proj = matrix(`head ${code} proj`, head.out, head.q * d);
       head.bias = data(`head ${code} bias`, [head.out]);
       if (code === HEAD3_CODES.ROUTER) head.calibration = data('router calibration', [3]);
