@@ -38,6 +38,11 @@ const CASES = [
   { name: 'ternary, engine window 6 with 3 sinks, band 5, over 24 tokens', bits: 'ternary', window: 6, sinks: 3,
     fastBound: 1.5e-2,
     length: 24, geometry: { slidingWindow: 5, globalLayers: [1] } },
+  // The makers' engine keeps the q/k/v convolution's and the engram's sources by position: only
+  // attention is windowed. A window of 2 is shorter than the convolution's 3 taps and than the
+  // engram's n-grams and taps, so a session that hid those sources with the window would differ.
+  { name: 'engine window 2 with 1 sink, shorter than the conv taps and engram reach: only attention is windowed',
+    bits: 2, window: 2, sinks: 1, length: 20, fastBound: 1.5e-2 },
   // kvBits 4: fast mode's own roundings move 1.1% of the 16-level K/V indices (98.89% measured; the
   // same limit as Needle 2's kvBits 4 case, issue 13), and so the logits by up to 1.9e-2.
   { name: 'kvBits 4, MQA, qk 32 > vd 16', bits: 2, group: 64, fastBound: 2.5e-2, kvLevelFloor: 0.985,
