@@ -28,12 +28,14 @@ host_imports() {
 }
 
 # Sources that run once per load or per prompt (parsing, tokenizing, the
-# agent's bookkeeping), the call grammar's shortest-completion bound (a
-# budget check a call token consults once) and the sampler (one pass over
-# the logits a token, beside a forward pass over every weight): compiled for
-# size, which keeps the module under its 300 KB budget; everything else a
-# token runs through is compiled for speed.
-SIZE_SOURCES="src/agent/agent.c src/format/archive.c src/format/archive_v3.c src/kernels/bench.c src/kernels/cq.c src/kernels/cq_a8.c src/grammar/grammar.c src/grammar/grammar_complete.c src/grammar/grammar_oneof.c src/grammar/grammar_schema.c src/model/inspect.c src/format/json.c src/model/model.c src/model/weights.c src/grammar/regex.c src/model/sampler.c src/format/tokenizer.c"
+# agent's bookkeeping, Needle 3's call post-processor), the call grammar's
+# shortest-completion bound (a budget check a call token consults once), the
+# sampler (one pass over the logits a token, beside a forward pass over every
+# weight) and the scalar CQ references (the SIMD builds run their twins):
+# compiled for size, which keeps the modules under their budgets (300 KB,
+# Needle 3's 400 KB); everything else a token runs through is compiled for
+# speed.
+SIZE_SOURCES="src/agent/agent.c src/format/archive.c src/format/archive_v3.c src/kernels/bench.c src/kernels/cq.c src/kernels/cq_a8.c src/grammar/grammar.c src/grammar/grammar_complete.c src/grammar/grammar_oneof.c src/grammar/grammar_schema.c src/model/inspect.c src/format/json.c src/model/model.c src/model/weights.c src/grammar/regex.c src/model/sampler.c src/format/tokenizer.c src/agent/postprocess.c src/agent/pp_dates.c src/agent/pp_gates.c src/agent/pp_json.c src/agent/pp_place.c src/agent/pp_repair.c src/agent/pp_tail.c src/agent/pp_text.c src/agent/pp_validation.c src/agent/pp_verbs.c src/agent/pp_words.c"
 
 # One engine module: OUT, then the variant's flags (-m and -D flags compile,
 # the others link) and extra sources. Standalone, no Emscripten JS glue:
@@ -72,9 +74,10 @@ wasm() {
   engine_module dist/needle3.wasm -msimd128 -DND_SIMD128 -DND_NEEDLE3 $SIMD_SOURCES
   threads_module dist/needle3-threads.wasm -DND_NEEDLE3
   local size f
-  for f in dist/needle.wasm dist/needle-threads.wasm; do
+  for f in dist/needle.wasm dist/needle-threads.wasm dist/needle3.wasm dist/needle3-threads.wasm; do
+    local budget=300000; [[ $f == *needle3* ]] && budget=400000
     size=$(stat -c %s "$f")
-    if [ "$size" -ge 300000 ]; then echo "$f is $size bytes, over the 300 KB budget" >&2; exit 1; fi
+    if [ "$size" -ge "$budget" ]; then echo "$f is $size bytes, over its budget of $budget" >&2; exit 1; fi
   done
 }
 

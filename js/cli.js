@@ -22,13 +22,16 @@ const USAGE = `usage: needle-wasm <command> [FILE] [options]
   make-random OUT [--tiny]            write an archive of random weights (released geometry, or tiny)
   bench [FILE] [--json] [--quick]     decode/prefill tok/s, stage shares, GEMV GMAC/s, memory
   serve [FILE] [--port N] [--host H]  an OpenAI-compatible endpoint: POST /v1/chat/completions,
-                                      GET /v1/models (default 127.0.0.1:8000)
-  fetch [needle2] [--url URL] [--cache-dir DIR] [--size BYTES]
-                                      download Needle 2 from Hugging Face, verify it, print its path
+        [--cors ORIGIN]               GET /v1/models (default 127.0.0.1:8000); --cors lets the pages
+                                      of ORIGIN (https://app.example) call it; it may repeat
+  fetch [needle2|needle3] [--url URL] [--cache-dir DIR] [--size BYTES] [--sha256 HEX]
+                                      download Needle 2 (or 3) from Hugging Face, verify it, print its path
+  postprocess                         Needle 3's call post-processor, no model: JSON lines {"tools", "system",
+                                      "request", "conversation", "calls"} on stdin -> {"calls", "withhold", "strong"}
   version, --version, -v                the package version
 Without FILE, commands use the built-in demo model (dist/demo.cact: a small model trained
 by this project on the 18 tools of dist/demo-tools.json, the default of complete --tools).
-FILE may be the name needle2 once fetched: the verified copy in the cache directory
+FILE may be the name needle2 or needle3 once fetched: the verified copy in the cache directory
 (--cache-dir, else $NEEDLE_WASM_CACHE, else $XDG_CACHE_HOME/needle-wasm or ~/.cache/needle-wasm).`;
 
 const OPTIONS = {
@@ -40,13 +43,13 @@ const OPTIONS = {
   'top-k': { type: 'string' }, 'top-p': { type: 'string' }, 'min-p': { type: 'string' },
   'repetition-penalty': { type: 'string' }, seed: { type: 'string' },
   tools: { type: 'string' }, query: { type: 'string' }, system: { type: 'string' },
-  port: { type: 'string' }, host: { type: 'string' },
-  url: { type: 'string' }, 'cache-dir': { type: 'string' }, size: { type: 'string' },
+  port: { type: 'string' }, host: { type: 'string' }, cors: { type: 'string', multiple: true },
+  url: { type: 'string' }, 'cache-dir': { type: 'string' }, size: { type: 'string' }, sha256: { type: 'string' },
 };
 
 const COMMANDS = { inspect, tokenize, detokenize, logits, generate, complete, demo, 'make-random': makeRandom, bench, serve,
-  fetch: fetchModel };
-// The commands whose FILE may be the name needle2: the verified copy `fetch` keeps.
+  fetch: fetchModel, postprocess };
+// The commands whose FILE may be the name needle2 or needle3: the verified copy `fetch` keeps.
 const FILE_COMMANDS = new Set(['inspect', 'tokenize', 'detokenize', 'logits', 'generate', 'complete', 'bench', 'serve']);
 
 class UsageError extends Error {}
@@ -172,27 +175,67 @@ async function serve([file], values) {
   const { openai } = await import('./openai.js');
   const { serveOpenAI } = await import('./openai-server.js');
   const client = await openai({ model: file ?? DEMO_ARCHIVE_URL, worker: false });
-  const server = await serveOpenAI(client, { port, host: values.host ?? '127.0.0.1' });
+  const server = await serveOpenAI(client, { port, host: values.host ?? '127.0.0.1', cors: values.cors ?? [] });
   console.log(`needle-wasm: serving model "${client.name}" at ${server.url}/v1 (POST /v1/chat/completions, GET /v1/models); Ctrl-C stops`);
   await new Promise((resolve) => { process.once('SIGINT', resolve); process.once('SIGTERM', resolve); });
   await server.close();
   await client.free();
 }
 
-/** fetch [needle2]: downloads Needle 2 into the cache directory, verified; prints its path. */
+/** fetch [needle2|needle3]: downloads the model into the cache directory, verified; prints its path.
+ *  SIGINT or SIGTERM stops the download (its .part is removed) and exits 130 or 143. */
 async function fetchModel([name = 'needle2', ...extra], values) {
-  if (name !== 'needle2' || extra.length) throw new UsageError(`fetch knows one model, needle2; got "${[name, ...extra].join(' ')}"`);
+  if (!['needle2', 'needle3'].includes(name) || extra.length) {
+    throw new UsageError(`fetch knows two models, needle2 and needle3; got "${[name, ...extra].join(' ')}"`);
+  }
   const size = number(values, 'size', undefined);
   if (size !== undefined && !(Number.isSafeInteger(size) && size > 0)) throw new UsageError(`--size must be a byte count, got "${values.size}"`);
-  const { fetchNeedle2 } = await import('./needle2-cache.js');
+  if (values.sha256 !== undefined && !/^[0-9a-f]{64}$/i.test(values.sha256)) throw new UsageError(`--sha256 must be 64 hex digits, got "${values.sha256}"`);
+  const expect = { ...(size === undefined ? {} : { size }), ...(values.sha256 === undefined ? {} : { sha256: values.sha256 }) };
+  const { fetchRelease } = await import('./released-cache.js');
   const mb = (bytes) => `${(bytes / 1e6).toFixed(1)} MB`;
   const tty = process.stderr.isTTY;
-  const { path, downloaded } = await fetchNeedle2({
-    url: values.url, dir: values['cache-dir'], expect: size === undefined ? undefined : { size },
-    onProgress: tty ? ({ loaded, total }) => process.stderr.write(`\rneedle-wasm: downloading needle2: ${mb(loaded)}${total ? ` of ${mb(total)}` : ''}`) : undefined,
-  });
-  process.stderr.write(`${tty && downloaded ? '\n' : ''}needle-wasm: needle2 ${downloaded ? 'downloaded and verified' : 'was already downloaded (verified)'}\n`);
-  console.log(path);
+  const controller = new AbortController();
+  const stop = (signal) => controller.abort(signal);
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  try {
+    const { path, downloaded } = await fetchRelease(name, {
+      url: values.url, dir: values['cache-dir'], expect, signal: controller.signal,
+      onProgress: tty ? ({ loaded, total }) => process.stderr.write(`\rneedle-wasm: downloading ${name}: ${mb(loaded)} of ${mb(total)}`) : undefined,
+    });
+    process.stderr.write(`${tty && downloaded ? '\n' : ''}needle-wasm: ${name} ${downloaded ? 'downloaded and verified' : 'was already downloaded (verified)'} (SHA-256 and shape)\n`);
+    console.log(path);
+    return 0;
+  } catch (error) {
+    if (!controller.signal.aborted) throw error;
+    process.stderr.write(`${tty ? '\n' : ''}needle-wasm: ${name} download stopped by ${controller.signal.reason}; nothing was kept\n`);
+    return controller.signal.reason === 'SIGINT' ? 130 : 143;
+  } finally {
+    process.off('SIGINT', stop);
+    process.off('SIGTERM', stop);
+  }
+}
+
+/** postprocess: one JSON request per stdin line (blank lines skipped) -> one line each: the
+ *  engine's {"calls","withhold","strong"}, or {"line":N,"error":...,"code":...} for a bad line,
+ *  after which it goes on. Exits 1 when any line failed. */
+async function postprocess(rest) {
+  if (rest.length) throw new UsageError(`postprocess reads its requests from stdin and takes no FILE; got "${rest.join(' ')}"`);
+  const { postprocessLine } = await import('./postprocess.js');
+  let lineNo = 0, failed = 0;
+  for await (const line of createInterface({ input: process.stdin, crlfDelay: Infinity })) {
+    lineNo++;
+    if (!line.trim()) continue;
+    try {
+      console.log(await postprocessLine(line));
+    } catch (error) {
+      if (error.code === 'ENGINE' || error.code === 9) throw error; // no usable engine: every line would fail
+      failed++;
+      console.log(JSON.stringify({ line: lineNo, error: `line ${lineNo}: ${error.message}`, code: error.code }));
+    }
+  }
+  return failed ? 1 : 0;
 }
 
 /** argv as parseArgs reads it; a misspelt option or a missing value is a usage error. */
@@ -228,10 +271,9 @@ async function main(argv) {
     const near = nearest(command, [...Object.keys(COMMANDS), 'help', 'version']);
     throw new UsageError(`unknown command "${command}"${near ? `: did you mean ${near}?` : ''}`);
   }
-  const named = FILE_COMMANDS.has(command) && rest[0] === 'needle2';
-  if (named) rest[0] = await (await import('./needle2-cache.js')).cachedNeedle2(values['cache-dir']);
-  await run(rest, values, { named });
-  return 0;
+  const named = FILE_COMMANDS.has(command) && (rest[0] === 'needle2' || rest[0] === 'needle3');
+  if (named) rest[0] = await (await import('./released-cache.js')).cachedRelease(rest[0], values['cache-dir']);
+  return (await run(rest, values, { named })) ?? 0; // fetch returns 130 or 143 when a signal stopped it
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === (await import('node:fs')).realpathSync(process.argv[1])) {

@@ -23,7 +23,13 @@ export declare const STATUS: {
 export type StatusCode = (typeof STATUS)[keyof typeof STATUS];
 
 /**
- * NeedleError.code: an engine status, or one of the loader, worker and agent codes:
+ * NeedleError.code: an engine status, or one of the loader, worker and agent codes.
+ * STATUS.ARGUMENT is a bad argument, named in the message: an option out of range or misspelt,
+ * tools that are no array, a system that is no string, a tool result (or declaration) JSON
+ * cannot hold (a BigInt, a cycle, nesting past 256 levels, undefined; the message gives its
+ * JSON pointer), ids that are not token ids (detokenize names the index and the value), a call
+ * on a freed model or agent. STATUS.ABORTED comes with name 'AbortError': a signal stopped the
+ * work, or free() of its agent or model did, in this thread or in a worker. The string codes:
  * - 'HTTP': the server answered with an error status (error.status holds it)
  * - 'NETWORK': the URL could not be fetched and no cached copy exists
  * - 'TRUNCATED' / 'LENGTH': the stream ended early / ran past the announced length
@@ -33,15 +39,18 @@ export type StatusCode = (typeof STATUS)[keyof typeof STATUS];
  * - 'WORKER': the model's worker failed or exited
  * - 'ENGINE': the engine module (.wasm) could not be fetched or compiled, or the host cannot run it
  * - 'UNKNOWN_TOOL' / 'TOOL_FAILED': Needle.run met a call with no JS function / a tool that threw
- * - 'OFFLINE': loadNeedle2 found this device offline and no cached copy
- * - 'CORS': loadNeedle2's cross-origin download was refused by the browser (no CORS headers, or no answer)
- * - 'NOT_NEEDLE2': the archive loadNeedle2 (or verifyNeedle2) got is another one (error.mismatch)
+ * - 'OFFLINE': loadNeedle2/3 found this device offline and no cached copy
+ * - 'CORS': loadNeedle2/3's cross-origin download was refused by the browser (no CORS headers, or no answer)
+ * - 'TIMEOUT': loadNeedle2/3's download stalled for idleTimeoutMs, or ran past timeoutMs
+ * - 'INSECURE': loadNeedle2/3 in a page that is not a secure context, which has no crypto.subtle for the digest
+ * - 'ENCODING': `needle-wasm fetch` got a compressed response (it asks for the bytes as stored)
+ * - 'NOT_NEEDLE2' / 'NOT_NEEDLE3': the archive loadNeedle2/3 (or verifyNeedle2/3) got is another one (error.mismatch)
  */
 export type NeedleErrorCode =
   | StatusCode
   | 'HTTP' | 'NETWORK' | 'TRUNCATED' | 'LENGTH' | 'READ' | 'SOURCE' | 'QUOTA'
   | 'WORKER' | 'ENGINE' | 'UNKNOWN_TOOL' | 'TOOL_FAILED'
-  | 'OFFLINE' | 'CORS' | 'NOT_NEEDLE2';
+  | 'OFFLINE' | 'CORS' | 'TIMEOUT' | 'INSECURE' | 'ENCODING' | 'NOT_NEEDLE2' | 'NOT_NEEDLE3';
 
 /** Every error the package throws. name is 'AbortError' when a signal stopped the work. */
 export declare class NeedleError extends Error {
@@ -49,8 +58,8 @@ export declare class NeedleError extends Error {
   code: NeedleErrorCode;
   /** HTTP status, for code 'HTTP'. */
   status?: number;
-  /** For code 'NOT_NEEDLE2': the first figure that differs from Needle 2's. */
-  mismatch?: Needle2Mismatch;
+  /** For code 'NOT_NEEDLE2' / 'NOT_NEEDLE3': the first figure that differs from the model's. */
+  mismatch?: ReleaseMismatch;
 }
 
 // ---------------------------------------------------------------- loading
@@ -124,53 +133,81 @@ export interface LoadOptions {
   workerUrl?: string | URL;
 }
 
-// ---------------------------------------------------------------- Needle 2 (needle2.js)
+// ---------------------------------------------------------------- Needle 2 and Needle 3 (needle2.js, needle3.js)
 
-/** Where Needle 2 lives: 'https://huggingface.co/Cactus-Compute/needle2/resolve/main/needle2.cact'. */
+/** Where Needle 2 lives: Hugging Face Cactus-Compute/needle2 at the pinned revision 32e9e3a…, needle2.cact. */
 export declare const NEEDLE2_URL: string;
+/** Where Needle 3 lives: Hugging Face Cactus-Compute/needle3 at the pinned revision b274efc…, needle3.cact. */
+export declare const NEEDLE3_URL: string;
 
-/** The figures a Needle 2 archive is checked against (spec section 1). */
-export interface Needle2Figures {
-  /** Bytes of the archive: 13,737,807. */
+/** The figures a released archive is checked against: its bytes, then its shape. */
+export interface ReleaseFigures {
+  /** Bytes of the archive (Needle 2: 13,737,807; Needle 3: 35,335,380); also the download's cap. */
   size: number;
-  /** Tensor records: 405. */
+  /** SHA-256 of the archive at the pinned revision, 64 hex digits; null checks the shape only. */
+  sha256: string | null;
+  /** The archive's first u32 (Needle 2: 0x05E12A83; Needle 3: 0x05E12A84). */
+  tag: number;
+  /** Tensor records (405; 581). */
   tensors: number;
   /** CQ group size of every quantised tensor: 128. */
   group: number;
-  /** Probe heads present: 'contrastive' and 'confidence'. */
+  /** The probe heads, exactly (Needle 2: 'contrastive', 'confidence'; Needle 3: 'confidence'). */
   heads: readonly string[];
   /** Header fields, as Inspection.geometry names them (vocabulary 8192, hidden 512, ...). */
   geometry: { readonly [field: string]: number | readonly number[] };
 }
+/** ReleaseFigures under its name in 0.1.0. */
+export type Needle2Figures = ReleaseFigures;
 
 /** The released Needle 2's figures (frozen). */
-export declare const NEEDLE2_FIGURES: Readonly<Needle2Figures>;
+export declare const NEEDLE2_FIGURES: Readonly<ReleaseFigures>;
+/** The released Needle 3's figures (frozen). */
+export declare const NEEDLE3_FIGURES: Readonly<ReleaseFigures>;
 
-/** What differs: what ('size', 'tensor count', a geometry field, 'CQ group of <tensor>', '<kind> head'). */
-export interface Needle2Mismatch {
+/** What differs: what ('size', 'tag', 'sha256', 'tensor count', a geometry field, 'CQ group of <tensor>',
+ *  '<kind> head'); stopped: true when more than the expected size arrived (actual: bytes when stopped). */
+export interface ReleaseMismatch {
   what: string;
   actual: unknown;
   expected: unknown;
+  stopped?: boolean;
 }
+/** ReleaseMismatch under its name in 0.1.0. */
+export type Needle2Mismatch = ReleaseMismatch;
 
-export interface Needle2Options extends LoadOptions {
-  /** Another address of Needle 2 (a mirror; in Node also a file path). Default NEEDLE2_URL. */
+export interface ReleaseOptions extends Omit<LoadOptions, 'onProgress' | 'total' | 'transfer'> {
+  /** Called as the archive arrives; total is the expected size. */
+  onProgress?: (progress: { loaded: number; total: number }) => void;
+  /** Another address of the model (a mirror; in Node also a file path). Default NEEDLE2_URL / NEEDLE3_URL. */
   url?: string | URL;
-  /** Figures that replace NEEDLE2_FIGURES' (shallowly), e.g. { size } of another revision. */
-  expect?: Partial<Needle2Figures>;
+  /** Figures that replace the model's (shallowly), e.g. { size, sha256 } of another revision. */
+  expect?: Partial<ReleaseFigures>;
+  /** The whole download's limit in ms (default 600,000: 10 minutes); then code 'TIMEOUT'. */
+  timeoutMs?: number;
+  /** The longest wait for the next byte in ms (default 30,000); then code 'TIMEOUT'. */
+  idleTimeoutMs?: number;
 }
+export type Needle2Options = ReleaseOptions;
+export type Needle3Options = ReleaseOptions;
 
 /**
- * Loads Needle 2 from Hugging Face (loadModel: progress, a Web Worker in pages, Cache Storage
- * so the next visit works offline) and checks it is that archive. Rejects with a NeedleError in
- * plain words: 'OFFLINE', 'CORS', 'NETWORK', 'HTTP' (status 404, 401/403 gated, 5xx) or
- * 'NOT_NEEDLE2' (the file is dropped from the cache), besides loadModel's codes.
+ * Loads Needle 2 from Hugging Face (progress, Cache Storage so the next visit works offline, a
+ * Web Worker in pages), checking the download's size (a hard cap), tag and SHA-256 before the
+ * engine sees it, then its shape. Rejects with a NeedleError in plain words: 'OFFLINE', 'CORS',
+ * 'NETWORK', 'HTTP' (status 404, 401/403 gated, 5xx), 'TIMEOUT', 'INSECURE' or 'NOT_NEEDLE2' (the
+ * file is dropped from the cache), besides loadModel's codes.
  */
-export declare function loadNeedle2(options?: Needle2Options): Promise<Model | WorkerModel>;
+export declare function loadNeedle2(options?: ReleaseOptions): Promise<Model | WorkerModel>;
+/** Loads Needle 3 as loadNeedle2 loads Needle 2; a wrong file is 'NOT_NEEDLE3'. */
+export declare function loadNeedle3(options?: ReleaseOptions): Promise<Model | WorkerModel>;
 
-/** Rejects with 'NOT_NEEDLE2' unless the loaded model is the archive expect describes (default Needle 2's). */
+/** Rejects with 'NOT_NEEDLE2' unless the loaded model has the shape expect describes (default Needle 2's). */
 export declare function verifyNeedle2(model: Model | WorkerModel,
-  options?: { expect?: Partial<Needle2Figures>; label?: string }): Promise<void>;
+  options?: { expect?: Partial<ReleaseFigures>; label?: string }): Promise<void>;
+/** Rejects with 'NOT_NEEDLE3' unless the loaded model has the shape expect describes (default Needle 3's). */
+export declare function verifyNeedle3(model: Model | WorkerModel,
+  options?: { expect?: Partial<ReleaseFigures>; label?: string }): Promise<void>;
 
 /** What a loaded model reports about its source (model.source). */
 export interface LoadReport {
@@ -412,6 +449,41 @@ export declare function tool<A = any, R = unknown>(
   fn: (args: A) => R | Promise<R>,
   schema?: { name?: string; description?: string; parameters: JsonSchema } | JsonSchema,
 ): ToolFunction<A, R>;
+
+/** The inputs of Needle 3's call post-processor (postprocessCalls). */
+export interface PostprocessInput {
+  /** The declared tools: an array, or its JSON text (kept byte for byte). */
+  tools: ToolDeclaration[] | unknown[] | string;
+  /** The system text as the engine stores it (its `date:` fact and timestamps blanked). Default ''. */
+  system?: string;
+  /** The user turn's text. */
+  request: string;
+  /** The conversation so far, this request last. Default: system + '\n' + request. */
+  conversation?: string;
+  /** The call list the model wrote, as JSON text (an array is serialised). */
+  calls: string | unknown[];
+}
+
+/** What the post-processor returns. */
+export interface PostprocessResult {
+  /** The calls as compact JSON text, exactly as the engine writes it (text that is
+   *  not a non-empty JSON array comes back unchanged). */
+  calls: string;
+  /** A gate fired: the engine withholds the calls (suppressed_calls). */
+  withhold: boolean;
+  /** A cross-call gate fired (exclusion, negation, reported speech): withholds even a triggered call. */
+  strong: boolean;
+}
+
+/**
+ * Needle 3's deterministic call post-processor alone, with no model loaded: argument
+ * repairs, the withholding gates, date resolution and the duplicate drop the makers'
+ * engine runs after every call list (docs/needle3.md). Runs in dist/needle3.wasm
+ * (options.wasm names another engine source: a variant, a URL or a module).
+ * Bad input rejects with a NeedleError (STATUS.ARGUMENT, the member named).
+ */
+export declare function postprocessCalls(input: PostprocessInput,
+  options?: { wasm?: string | URL | EngineModule }): Promise<PostprocessResult>;
 
 export interface NeedleOptions extends SamplingOptions {
   /**

@@ -18,8 +18,11 @@ export { NeedleError, STATUS } from './engine.js';
 export { ARCHIVE_CACHE } from './load.js';
 export { tool } from './agent.js';
 export { openai } from './openai.js';
-/** The real Needle 2 from Hugging Face: its URL, its figures, a checked load (needle2.js). */
+/** Needle 3's call post-processor alone, with no model (postprocess.js, src/agent/postprocess.c). */
+export { postprocessCalls } from './postprocess.js';
+/** The real Needle 2 and Needle 3 from Hugging Face: their URLs, their figures, a checked load (needle2.js, needle3.js). */
 export { NEEDLE2_URL, NEEDLE2_FIGURES, loadNeedle2, verifyNeedle2 } from './needle2.js';
+export { NEEDLE3_URL, NEEDLE3_FIGURES, loadNeedle3, verifyNeedle3 } from './needle3.js';
 
 /** The built-in demo model (dist/demo.cact): a small model this project trained on the
  *  18 tools of dist/demo-tools.json (src/train/), not Needle 2. Bundled apps that use it

@@ -118,9 +118,12 @@ async function fetchCached(request, { signal, cache }) {
   const controller = new AbortController(); // also stops the cache copy on failure
   const stop = () => controller.abort(signal.reason);
   signal?.addEventListener('abort', stop, { once: true });
+  if (signal?.aborted) stop(); // aborted while the cache was opened: the listener came too late
   let response;
   try {
-    response = await fetch(new Request(request, { headers, signal: controller.signal, cache: 'no-store' }));
+    // The signal goes in fetch's own options: one inside a copied Request is
+    // lost in Node once that Request is garbage-collected (undici issue 4068).
+    response = await fetch(new Request(request, { headers, cache: 'no-store' }), { signal: controller.signal });
   } catch (error) {
     throwIfAborted(signal);
     if (cached) return { response: cached, fromCache: true };

@@ -300,6 +300,30 @@ NEEDLE_API uint32_t needle_agent_prefill_count(const needle_agent *agent);
 /* The tools array rendered into the prompt and the grammar now. */
 NEEDLE_API size_t needle_agent_rendered_tools(const needle_agent *agent, char *out, size_t cap);
 
+/* ---- Needle 3 call post-processor (src/agent/postprocess.c) -------------
+ * The makers' Needle 3 engine runs every decoded call list through a pure,
+ * deterministic function (needle3-engine.md section 4; docs/needle3.md):
+ * argument repairs, gates that withhold the list, date resolution and a
+ * duplicate drop. This runs it alone, with no model loaded. request_json is
+ * one JSON object:
+ *   {"tools": [...] or "<the tools array as JSON text>",
+ *    "system": "<the stored system text>",       (optional, default "")
+ *    "request": "<the user turn's text>",
+ *    "conversation": "<the conversation so far>", (optional, default system + "\n" + request)
+ *    "calls": "<the call list the model wrote, as JSON text>"}
+ * On NEEDLE_OK, *out is a NUL-terminated JSON line
+ *   {"calls":"<the calls as compact JSON text>","withhold":bool,"strong":bool}
+ * of *out_len bytes, allocated with malloc: the caller frees it with free()
+ * (from JS: the module's exported free). withhold: a gate fired (the engine
+ * moves the calls to suppressed_calls); strong: a cross-call gate fired
+ * (exclusion, negation, reported speech: the one flag that also withholds a
+ * call a trigger forced). Calls text that is not a non-empty JSON array
+ * comes back verbatim. Only dist/needle3.wasm (and native builds with
+ * ND_NEEDLE3) carry it; other builds return NEEDLE_E_UNSUPPORTED. A request
+ * that is not such an object (or over 4 MiB) is NEEDLE_E_ARGUMENT. */
+NEEDLE_API int needle_postprocess(const char *request_json, size_t len, char **out, size_t *out_len,
+                                  needle_error *err);
+
 /* ---- Profiling and benchmarks (src/model/session.c, src/kernels/bench.c) ------------- */
 /* Stages of the forward pass that needle_session_profile reports. */
 enum {

@@ -7,18 +7,28 @@
 // any warnings; a tool result can go back as the next turn. Registers the
 // offline service worker.
 
-import { loadModel, loadNeedle2, Needle, NeedleError, DEMO_ARCHIVE_URL, ARCHIVE_CACHE, STATUS, NEEDLE2_URL } from '../js/index.js';
+import {
+  loadModel, loadNeedle2, loadNeedle3, Needle, NeedleError, DEMO_ARCHIVE_URL, ARCHIVE_CACHE, STATUS, NEEDLE2_URL, NEEDLE3_URL,
+} from '../js/index.js';
 import { PRESETS, mockResult } from './presets.js';
 
 const $ = (id) => document.getElementById(id);
 const LAST_URL_KEY = 'needle-wasm:last-url';
-const NEEDLE2_KEY = 'needle2'; // LAST_URL_KEY's value when the last model was the Needle 2 button's
-// Where the Needle 2 button loads from: Hugging Face, or ?needle2=URL (a mirror,
-// or a test's stand-in); ?needle2-size=BYTES accepts a build of that size.
+// The Load Needle 2 and Load Needle 3 buttons, by key (the button's id, and
+// LAST_URL_KEY's value when the last model was that button's). Each loads
+// from Hugging Face, or from ?needle2=URL (a mirror, or a test's stand-in);
+// ?needle2-size=BYTES and ?needle2-sha256=HEX accept another build
+// (needle3 alike).
 const params = new URLSearchParams(location.search);
-const NEEDLE2 = {
-  url: new URL(params.get('needle2') ?? NEEDLE2_URL, location.href).href,
-  expect: params.has('needle2-size') ? { size: Number(params.get('needle2-size')) } : undefined,
+function release(key, name, defaultUrl, loader) {
+  const expect = {};
+  if (params.has(`${key}-size`)) expect.size = Number(params.get(`${key}-size`));
+  if (params.has(`${key}-sha256`)) expect.sha256 = params.get(`${key}-sha256`);
+  return { key, name, loader, defaultUrl, expect, url: new URL(params.get(key) ?? defaultUrl, location.href).href };
+}
+const RELEASES = {
+  needle2: release('needle2', 'Needle 2', NEEDLE2_URL, loadNeedle2),
+  needle3: release('needle3', 'Needle 3', NEEDLE3_URL, loadNeedle3),
 };
 const READY_VERDICT = 'Pick an example or type a command, and press Run.';
 const state = {
@@ -60,8 +70,9 @@ function showError(box, error, plain) {
 }
 
 /** A failed load in words: what went wrong and what to do about it. The codes
- *  are those of js/load.js, js/needle2.js and the engine's STATUS (js/engine.js). */
-function explainLoadError(error, needle2 = false) {
+ *  are those of js/load.js, js/released-model.js and the engine's STATUS
+ *  (js/engine.js); release: the button's, for a load of Needle 2 or 3. */
+function explainLoadError(error, release = null) {
   switch (error.code) {
     case STATUS.FORMAT:
       return /not a \.cact archive/.test(error.message) ? 'This file is not a .cact archive.'
@@ -71,8 +82,8 @@ function explainLoadError(error, needle2 = false) {
     case STATUS.NOMEM: return 'This browser tab does not have enough memory for this model. Close other tabs and try again.';
     case STATUS.TOKENIZER: return 'The tokenizer inside this archive is damaged.';
     case 'HTTP':
-      if (error.status === 404 && needle2) {
-        return 'Needle 2 is not at its address (HTTP 404): the file may have been moved or renamed. ' +
+      if (error.status === 404 && release) {
+        return `${release.name} is not at its address (HTTP 404): the file may have been moved or renamed. ` +
           'If you know its new address, paste it in the Archive URL field.';
       }
       if (error.status === 404) return 'There is no file at this address (HTTP 404). Check the URL.';
@@ -86,17 +97,23 @@ function explainLoadError(error, needle2 = false) {
       return 'The archive could not be downloaded. Check the address and your connection; a server on ' +
         'another site must also allow this page to download from it (CORS).';
     case 'OFFLINE':
-      return 'You are offline, and Needle 2 is not in this browser\'s cache yet. Connect to the internet once ' +
-        'to download it; after that it loads offline.';
+      return `You are offline, and ${release?.name ?? 'this model'} is not in this browser's cache yet. Connect to ` +
+        'the internet once to download it; after that it loads offline.';
     case 'CORS':
       return 'The browser blocked the download: the server does not let this page read the file (CORS), ' +
         'or it could not be reached. Try again later, or download the file and open it here.';
-    case 'NOT_NEEDLE2': {
-      const { what, actual, expected } = error.mismatch ?? {};
+    case 'NOT_NEEDLE2':
+    case 'NOT_NEEDLE3': {
+      const { what, actual, expected, stopped } = error.mismatch ?? {};
+      const name = error.code === 'NOT_NEEDLE2' ? 'Needle 2' : 'Needle 3';
       const say = (n) => (typeof n === 'number' ? n.toLocaleString('en-US') : String(n));
-      return `The file at this address is not Needle 2: its ${what} is ${say(actual)}${what === 'size' ? ' bytes' : ''}, ` +
-        `Needle 2's is ${say(expected)}${what === 'size' ? ' bytes' : ''}. Nothing was kept.`;
+      if (stopped) return `The file at this address is larger than ${name} (${say(expected)} bytes): the download was stopped. Nothing was kept.`;
+      if (what === 'sha256') return `The file at this address is not the published ${name}: its SHA-256 differs. Nothing was kept.`;
+      return `The file at this address is not ${name}: its ${what} is ${say(actual)}${what === 'size' ? ' bytes' : ''}, ` +
+        `${name}'s is ${say(expected)}${what === 'size' ? ' bytes' : ''}. Nothing was kept.`;
     }
+    case 'TIMEOUT': return 'The download was too slow and was stopped: the server stalled or took too long. Try again later.';
+    case 'INSECURE': return 'This page is not served over https, so the browser cannot check the download. Open it over https.';
     case 'TRUNCATED': return 'The download stopped before the end of the archive. Try again.';
     case 'LENGTH': return 'The server sent more data than it announced; the file may have changed meanwhile. Try again.';
     case 'READ': return 'The file could not be read: it may have been moved or deleted.';
@@ -152,7 +169,7 @@ function showActiveModel() {
 /** Loads an archive, replacing the current model once the new one is in.
  *  Whatever happens, the result of the previous model goes: the page then
  *  shows only what is true of the model that is active. */
-async function load(source, { name, isDemo = false, needle2 = false }) {
+async function load(source, { name, isDemo = false, release = null }) {
   state.loading?.abort();
   state.running?.abort();
   const controller = new AbortController();
@@ -176,8 +193,8 @@ async function load(source, { name, isDemo = false, needle2 = false }) {
         $('load-status').textContent = `Loading ${name}: ${fileSize(loaded)}${total ? ` of ${fileSize(total)}` : ''}`;
       },
     };
-    // Needle 2 is checked to be that archive once in (js/needle2.js).
-    const model = await (needle2 ? loadNeedle2({ ...options, url: source, expect: NEEDLE2.expect }) : loadModel(source, options));
+    // Needle 2 and 3 are checked to be those archives (js/released-model.js).
+    const model = await (release ? release.loader({ ...options, url: source, expect: release.expect }) : loadModel(source, options));
     if (state.loading !== controller) { await model.free(); return; } // a newer load won
     await dropAgent();
     await state.model?.free();
@@ -189,7 +206,7 @@ async function load(source, { name, isDemo = false, needle2 = false }) {
       `${model.source.fromCache ? ' (from the offline cache)' : ''}.` +
       `${model.source.cacheError ? ` Not cached for offline use: ${model.source.cacheError.message}` : ''}`;
     $('stat-memory').textContent = mb(model.peakMemoryBytes);
-    if (typeof source === 'string') rememberUrl(source, needle2 ? NEEDLE2_KEY : source);
+    if (typeof source === 'string') rememberUrl(source, release ? release.key : source);
     clearTurns();
     document.body.dataset.model = 'ready';
   } catch (error) {
@@ -197,7 +214,7 @@ async function load(source, { name, isDemo = false, needle2 = false }) {
     progress.max = 1; progress.value = 0;
     $('load-status').textContent = `Could not load ${name}. ` +
       (state.modelInfo ? `Still using ${describeModel(state.modelInfo)}.` : 'No model is loaded.');
-    showError($('error'), error, explainLoadError(error, needle2));
+    showError($('error'), error, explainLoadError(error, release));
     if (!state.model) document.body.dataset.model = 'error';
   } finally {
     if (state.loading === controller) state.loading = null;
@@ -215,18 +232,19 @@ function loadUrl(text) {
     showError($('error'), `"${text}" is not a web address. Paste a link to a .cact file, e.g. https://…/needle2.cact or /models/needle2.cact.`);
     return;
   }
-  if (href === NEEDLE2.url) { loadNeedle2Button(); return; }
+  const button = Object.values(RELEASES).find((r) => r.url === href);
+  if (button) { loadRelease(button); return; }
   const name = decodeURIComponent(new URL(href).pathname.split('/').pop()) || href;
   load(href, { name, isDemo: href === DEMO_ARCHIVE_URL.href });
 }
 
-/** The Needle 2 button: the real model from Hugging Face (or ?needle2=URL), checked. */
-function loadNeedle2Button() {
-  load(NEEDLE2.url, { name: 'Needle 2', needle2: true });
+/** A Load Needle 2 / 3 button: the real model from Hugging Face (or ?needle2=URL), checked. */
+function loadRelease(release) {
+  load(release.url, { name: release.name, release });
 }
 
 /** Keeps only the last used URL archive in the offline cache; key is what
- *  the next visit loads (the URL, or NEEDLE2_KEY for the Needle 2 button). */
+ *  the next visit loads (the URL, or a RELEASES key for its button). */
 async function rememberUrl(href, key) {
   localStorage.setItem(LAST_URL_KEY, key);
   if (typeof caches === 'undefined') return;
@@ -652,8 +670,10 @@ function main() {
     e.target.value = '';
   });
   $('demo').addEventListener('click', () => loadUrl(DEMO_ARCHIVE_URL.href));
-  $('needle2').addEventListener('click', loadNeedle2Button);
-  if (NEEDLE2.url !== NEEDLE2_URL) $('needle2').title = `from ${NEEDLE2.url}`;
+  for (const release of Object.values(RELEASES)) {
+    $(release.key).addEventListener('click', () => loadRelease(release));
+    if (release.url !== release.defaultUrl) $(release.key).title = `from ${release.url}`;
+  }
   $('run').addEventListener('click', runQuery);
   $('stop').addEventListener('click', () => state.running?.abort());
   $('reset').addEventListener('click', reset);
@@ -671,7 +691,7 @@ function main() {
   setupPresets();
 
   const last = localStorage.getItem(LAST_URL_KEY);
-  if (last === NEEDLE2_KEY) loadNeedle2Button();
+  if (Object.hasOwn(RELEASES, last)) loadRelease(RELEASES[last]);
   else {
     if (last) $('url').value = last === DEMO_ARCHIVE_URL.href ? '' : last;
     loadUrl(last || DEMO_ARCHIVE_URL.href);

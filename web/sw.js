@@ -16,6 +16,7 @@ const SHELL = [
   '../js/model.js', '../js/engine.js', '../js/wasm.js', '../js/agent.js', '../js/json-text.js', '../js/node-import.js',
   '../js/thread-worker.js', '../js/options.js', '../js/exact-json.js', '../js/needle2.js', '../js/errors.js',
   '../js/openai.js', '../js/openai-request.js', '../js/openai-chunks.js', '../js/load-model.js', '../js/demo-model.js',
+  '../js/needle3.js', '../js/released-model.js', '../js/download-guard.js', '../js/postprocess.js',
   '../dist/needle.wasm', '../dist/needle-nosimd.wasm', '../dist/needle-relaxed.wasm', '../dist/needle-threads.wasm',
   '../dist/needle3.wasm',
   '../dist/needle3-threads.wasm',

@@ -3,7 +3,8 @@
 // Hugging Face (tests/js/needle2-host.js: a 302 to a CDN on another origin
 // with CORS, ETag and Range), chosen by the page's ?needle2=URL override.
 // The stand-in serves dist/released-random.cact (the released geometry,
-// another size), accepted with ?needle2-size. The page says in plain words
+// another size and digest), accepted with ?needle2-size and ?needle2-sha256.
+// The page says in plain words
 // what went wrong for a 404, a CDN without CORS headers and a wrong file,
 // keeping the demo model active; then loads Needle 2 with progress and says
 // so; keeps it active after a failed load; and, reloaded with the stand-in
@@ -11,16 +12,18 @@
 // build/screenshots/needle2-*.png. Needs dist/ (./build.sh).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, statSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { mkdirSync, readFileSync, statSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 import { startServer } from '../../web/serve.js';
-import { startNeedle2Host, ROUTES } from '../js/needle2-host.js';
+import { startHubStandIn, ROUTES } from '../js/needle2-host.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const shots = `${root}/build/screenshots`;
 const STANDIN = `${root}/dist/released-random.cact`;
 const SIZE = statSync(STANDIN).size;
+const SHA256 = createHash('sha256').update(readFileSync(STANDIN)).digest('hex');
 const DEMO_ACTIVE = /^Active model: the built-in demo model \(demo\.cact, \d+\.\d MB\)$/;
 const NEEDLE2_ACTIVE = 'Active model: Needle 2 (13.7 MB)';
 let server;
@@ -31,7 +34,7 @@ let host;
 before(async () => {
   mkdirSync(shots, { recursive: true });
   ({ server, url } = await startServer({ port: 0 }));
-  host = await startNeedle2Host({ archive: STANDIN, wrong: `${root}/dist/tiny.cact` });
+  host = await startHubStandIn({ archive: STANDIN, wrong: `${root}/dist/tiny.cact` });
   browser = await chromium.launch({
     executablePath: '/usr/bin/chromium', headless: true,
     args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--no-first-run'],
@@ -43,9 +46,9 @@ after(async () => { await browser?.close(); server?.close(); host?.close(); });
 const shot = (page, name) => page.screenshot({ path: `${shots}/needle2-${name}.png`, fullPage: true });
 const text = (page, id) => page.locator(`#${id}`).textContent();
 
-/** The page with Needle 2 pointed at a stand-in route (and its size accepted). */
-function address(route, { size } = {}) {
-  return `${url}?needle2=${encodeURIComponent(host.url(route))}${size ? `&needle2-size=${size}` : ''}`;
+/** The page with Needle 2 pointed at a stand-in route (and, own: the stand-in's size and digest accepted). */
+function address(route, { own = false } = {}) {
+  return `${url}?needle2=${encodeURIComponent(host.url(route))}${own ? `&needle2-size=${SIZE}&needle2-sha256=${SHA256}` : ''}`;
 }
 
 /** Opens the page and waits for its first model; records every progress value. */
@@ -91,7 +94,7 @@ test('demo page: Load Needle 2 from the stand-in, its errors in plain words, the
   await shot(page, '1-404');
 
   // The CDN sends no CORS headers: the browser refuses it, the page says so.
-  await open(page, address(ROUTES.noCors, { size: SIZE }));
+  await open(page, address(ROUTES.noCors, { own: true }));
   await assertRefused(page, /^The browser blocked the download: .*\(CORS\)/, 'CORS');
   await shot(page, '2-cors');
 
@@ -102,8 +105,12 @@ test('demo page: Load Needle 2 from the stand-in, its errors in plain words, the
   const kept = await page.evaluate(async () => (await (await caches.open('needle-archives')).keys()).map((r) => r.url));
   assert.ok(!kept.includes(host.url(ROUTES.wrong)), 'the wrong file was kept in Cache Storage');
 
+  // The stand-in's size but the pinned digest: refused, naming the digest.
+  await open(page, `${url}?needle2=${encodeURIComponent(host.url(ROUTES.needle2))}&needle2-size=${SIZE}`);
+  await assertRefused(page, /^The file at this address is not the published Needle 2: its SHA-256 differs\. Nothing was kept\.$/, 'NOT_NEEDLE2');
+
   // Needle 2 from the stand-in: progress, then the page says which model is active.
-  await open(page, address(ROUTES.needle2, { size: SIZE }));
+  await open(page, address(ROUTES.needle2, { own: true }));
   await page.evaluate(() => { window.progressValues = []; });
   const redirects = host.hits.redirect;
   await pressNeedle2(page);

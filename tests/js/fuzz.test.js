@@ -1,6 +1,7 @@
 // Short libFuzzer runs of every parser (built by ./build.sh fuzz with ASan +
-// UBSan): the archive loader, the tokenizer, the schema grammar, and the
-// agent API (tools, texts and options over a small model). Each run
+// UBSan): the archive loader, the tokenizer, the schema grammar, the agent
+// API (tools, texts and options over a small model), and Needle 3's call
+// post-processor (hostile calls, requests and tools). Each run
 // starts from seeds made here and must end without a crash. Longer runs:
 //   build/fuzz_archive -max_total_time=600 build/fuzz-corpus/archive
 import { test } from 'node:test';
@@ -59,6 +60,12 @@ const SEEDS = {
     [0], 'turn on the hall light', [0], '{"ok":true}', [0], [1, 64, 5, 200, 3, 0, 7, 80]),
   join('{"name":"x","parameters":{"$ref":"#"}}', [0x1e], '{"name":"y","parameters":{"type":"object","properties":{"k":{"oneOf":[{"type":"integer"},{"type":"number"}]}}}}',
     [0], 'x', [0], '[1,2]', [0], [2, 0, 0, 255, 0, 0, 1, 12])],
+  // Needle 3's call post-processor: tools \0 system \0 request \0 conversation \0 calls, and a request object.
+  postprocess: [join(tools, [0], 'Today is 2026-09-25.', [0], "don't turn the hall light up, except the kitchen on friday", [0], '', [0], call),
+    join('[{"name":"add_contact","parameters":{"type":"object","properties":{"first_name":{"type":"string"},"phone":{"type":"string"}},"required":["first_name"]}}]',
+      [0], ' ', [0], 'add Dr. Jane Smith, +1 (415) 555-1234 "Weekly Sync" 20 \u00b0C', [0], ' ', [0],
+      '[{"name":"add_contact","arguments":{"first_name":"Dr. Jane Smith","phone":"555-1234"}},{"name":"add_contact","arguments":{}}]'),
+    JSON.stringify({ tools, system: ' ', request: 'set the hall light to 42', calls: call })],
 };
 // fuzz_agent drives the agent over this model (small, every feature).
 const agentArchive = `${root}/build/fuzz-agent.cact`;

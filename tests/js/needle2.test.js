@@ -1,32 +1,38 @@
-// Tests loading the real Needle 2 (js/needle2.js) and `needle-wasm fetch`
-// (js/needle2-cache.js, js/cli.js) against a local stand-in for Hugging Face
-// (needle2-host.js: a 302 from one origin to a CDN on another). The stand-in
-// serves dist/released-random.cact: the released geometry and 405 tensors,
-// but random weights and so another size than the real archive. It is
-// accepted with its own figures (the `expect` option, `--size`) and rejected
-// with the real ones, naming the size. Needs dist/ (./build.sh).
+// Tests loading the real Needle 2 (js/needle2.js, js/released-model.js) and
+// `needle-wasm fetch` (js/released-cache.js, js/cli.js) against a local
+// stand-in for Hugging Face (needle2-host.js: a 302 from one origin to a CDN
+// on another). The stand-in serves dist/released-random.cact: the released
+// geometry and 405 tensors, but random weights and so another size and
+// SHA-256 than the real archive. It is accepted with its own figures (the
+// `expect` option, `--size` and `--sha256`) and rejected with the real ones,
+// naming the first that differs. The limits of a download (size cap,
+// timeouts, encoding, a kill) are tested in download-limits.test.js.
+// Needs dist/ (./build.sh).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadNeedle2, NEEDLE2_URL, NEEDLE2_FIGURES, NeedleError, STATUS } from '../../js/index.js';
-import { needle2Error } from '../../js/needle2.js';
-import { fetchNeedle2 } from '../../js/needle2-cache.js';
-import { startNeedle2Host, ROUTES } from './needle2-host.js';
+import { NEEDLE2 } from '../../js/needle2.js';
+import { releaseError } from '../../js/released-model.js';
+import { fetchRelease } from '../../js/released-cache.js';
+import { startHubStandIn, ROUTES } from './needle2-host.js';
 import { memoryCache } from './memory-cache.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const STANDIN = join(root, 'dist/released-random.cact');
 const WRONG = join(root, 'dist/tiny.cact');
 const STANDIN_SIZE = statSync(STANDIN).size;
-const OWN = { size: STANDIN_SIZE }; // the stand-in's own figures: the released ones but its size
+const STANDIN_SHA256 = createHash('sha256').update(readFileSync(STANDIN)).digest('hex');
+const OWN = { size: STANDIN_SIZE, sha256: STANDIN_SHA256 }; // the stand-in's own figures: the released ones but its bytes
 const dir = mkdtempSync(join(tmpdir(), 'needle2-'));
 let host;
 
-before(async () => { host = await startNeedle2Host({ archive: STANDIN, wrong: WRONG }); });
+before(async () => { host = await startHubStandIn({ archive: STANDIN, wrong: WRONG }); });
 after(() => { host.close(); rmSync(dir, { recursive: true, force: true }); });
 
 /** Runs the CLI; resolves with { code, stdout, stderr }. */
@@ -37,8 +43,10 @@ function cli(args, env = {}) {
   });
 }
 
-test('the constants name Hugging Face and the released figures', () => {
-  assert.equal(NEEDLE2_URL, 'https://huggingface.co/Cactus-Compute/needle2/resolve/main/needle2.cact');
+test('the constants name Hugging Face at the pinned revision and the released figures', () => {
+  assert.equal(NEEDLE2_URL, 'https://huggingface.co/Cactus-Compute/needle2/resolve/32e9e3a93b205f786929697446ae669cf0a84579/needle2.cact');
+  assert.equal(NEEDLE2_FIGURES.sha256, 'b43aabfcaf1a6db6acf488076eab71d823c08697c7af4521fc1d174b60ede5ba');
+  assert.equal(NEEDLE2_FIGURES.tag, 0x05e12a83);
   assert.equal(NEEDLE2_FIGURES.size, 13737807);
   assert.equal(NEEDLE2_FIGURES.tensors, 405);
   assert.equal(NEEDLE2_FIGURES.geometry.layers, 27);
@@ -80,6 +88,7 @@ test('loadNeedle2 loads the stand-in with its own figures, with progress, then f
   assert.equal(events.at(-1).loaded, STANDIN_SIZE);
   assert.equal(host.hits.redirect - before.redirect, 1);
   assert.equal(cache.entries.get(url).body.length, STANDIN_SIZE, 'cached under the hub address');
+  assert.equal(host.requests.findLast((r) => r.path === ROUTES.needle2).acceptEncoding, 'identity');
   // Next visit: revalidated with the ETag (a 304 through the redirect), read from the cache.
   const again = await loadNeedle2({ url, expect: OWN, cache, threads: 1 });
   assert.equal(again.source.fromCache, true);
@@ -107,16 +116,45 @@ test('with the real figures the stand-in is NOT_NEEDLE2, naming its size, and is
   assert.equal(cache.entries.has(url), false);
 });
 
+test('the SHA-256: the right one is accepted, a wrong one is NOT_NEEDLE2 and the copy is dropped, cached or not', async () => {
+  const cache = memoryCache();
+  const url = host.url(ROUTES.needle2);
+  const wrongDigest = (e) => {
+    assert.equal(e.code, 'NOT_NEEDLE2');
+    assert.deepEqual(e.mismatch, { what: 'sha256', actual: STANDIN_SHA256, expected: NEEDLE2_FIGURES.sha256 });
+    assert.equal(e.message, `${url} is not Needle 2: its SHA-256 is ${STANDIN_SHA256}, Needle 2's is ${NEEDLE2_FIGURES.sha256}`);
+    return true;
+  };
+  await assert.rejects(loadNeedle2({ url, cache, threads: 1, expect: { size: STANDIN_SIZE } }), wrongDigest);
+  assert.equal(cache.entries.has(url), false);
+  // Accepted and cached with its own digest (in capitals too); then, expected
+  // to be another file, the cached copy is refused and dropped.
+  const model = await loadNeedle2({ url, cache, threads: 1, expect: { ...OWN, sha256: STANDIN_SHA256.toUpperCase() } });
+  await model.free();
+  assert.ok(cache.entries.has(url));
+  const other = '0'.repeat(64);
+  await assert.rejects(loadNeedle2({ url, cache, threads: 1, expect: { size: STANDIN_SIZE, sha256: other } }),
+    (e) => e.code === 'NOT_NEEDLE2' && e.mismatch.what === 'sha256' && e.mismatch.expected === other);
+  assert.equal(cache.entries.has(url), false, 'a cached copy with another digest was kept');
+  // sha256: null checks the shape only; a malformed digest is refused.
+  const shaped = await loadNeedle2({ url, cache: false, threads: 1, expect: { size: STANDIN_SIZE, sha256: null } });
+  await shaped.free();
+  await assert.rejects(loadNeedle2({ url, cache: false, expect: { sha256: 'abc' } }),
+    (e) => e.code === STATUS.ARGUMENT && /expect\.sha256 must be 64 hex digits or null/.test(e.message));
+});
+
 test('a wrong archive names its first mismatch', async () => {
   const size = statSync(WRONG).size;
   await assert.rejects(loadNeedle2({ url: host.url(ROUTES.wrong), cache: false, threads: 1 }),
     (e) => e.code === 'NOT_NEEDLE2' && e.mismatch.what === 'size' && e.mismatch.actual === size);
+  await assert.rejects(loadNeedle2({ url: host.url(ROUTES.wrong), cache: false, threads: 1, expect: { size } }),
+    (e) => e.code === 'NOT_NEEDLE2' && e.mismatch.what === 'sha256');
   let tensors;
-  await assert.rejects(loadNeedle2({ url: host.url(ROUTES.wrong), cache: false, threads: 1, expect: { size } }), (e) => {
+  await assert.rejects(loadNeedle2({ url: host.url(ROUTES.wrong), cache: false, threads: 1, expect: { size, sha256: null } }), (e) => {
     tensors = e.mismatch.actual;
     return e.code === 'NOT_NEEDLE2' && e.mismatch.what === 'tensor count' && /its tensor count is \d+, Needle 2's is 405$/.test(e.message);
   });
-  await assert.rejects(loadNeedle2({ url: WRONG, threads: 1, expect: { size, tensors, geometry: { hidden: 4096 } } }),
+  await assert.rejects(loadNeedle2({ url: WRONG, threads: 1, expect: { size, sha256: null, tensors, geometry: { hidden: 4096 } } }),
     (e) => e.code === 'NOT_NEEDLE2' && e.mismatch.what === 'hidden');
 });
 
@@ -134,6 +172,7 @@ test('HTTP errors, an unreachable host and a misspelt option are said plainly', 
 
 test('a failed fetch is OFFLINE when offline, CORS when cross-origin in a browser, else NETWORK', () => {
   const failed = new NeedleError('cannot fetch: Failed to fetch', 'NETWORK');
+  const needle2Error = (error, url, where) => releaseError(NEEDLE2, error, url, where);
   const offline = needle2Error(failed, NEEDLE2_URL, { online: false, origin: 'http://localhost:8080' });
   assert.equal(offline.code, 'OFFLINE');
   assert.match(offline.message, /offline and Needle 2 is not cached yet: connect once/);
@@ -147,25 +186,31 @@ test('a failed fetch is OFFLINE when offline, CORS when cross-origin in a browse
   assert.equal(needle2Error(other, NEEDLE2_URL, {}), other);
 });
 
-test('fetchNeedle2 downloads with progress into the cache directory and keeps only a verified file', async () => {
+test('fetchRelease downloads with progress into the cache directory and keeps only a verified file', async () => {
   const into = join(dir, 'api');
   const events = [];
-  const first = await fetchNeedle2({ url: host.url(ROUTES.needle2), dir: into, expect: OWN, onProgress: (p) => events.push(p) });
+  const first = await fetchRelease('needle2', { url: host.url(ROUTES.needle2), dir: into, expect: OWN, onProgress: (p) => events.push(p) });
   assert.deepEqual(first, { path: join(into, 'needle2.cact'), downloaded: true });
   assert.equal(statSync(first.path).size, STANDIN_SIZE);
   assert.ok(events.length > 1 && events.at(-1).loaded === STANDIN_SIZE && events[0].total === STANDIN_SIZE);
   const hits = host.hits.full;
-  assert.deepEqual(await fetchNeedle2({ url: host.url(ROUTES.needle2), dir: into, expect: OWN }), { path: first.path, downloaded: false });
+  assert.equal(host.requests.findLast((r) => r.path === ROUTES.needle2).acceptEncoding, 'identity');
+  assert.deepEqual(await fetchRelease('needle2', { url: host.url(ROUTES.needle2), dir: into, expect: OWN }), { path: first.path, downloaded: false });
   assert.equal(host.hits.full, hits, 'a verified copy was downloaded again');
   const rejected = join(dir, 'rejected');
-  await assert.rejects(fetchNeedle2({ url: host.url(ROUTES.needle2), dir: rejected }),
+  await assert.rejects(fetchRelease('needle2', { url: host.url(ROUTES.needle2), dir: rejected }),
     (e) => e.code === 'NOT_NEEDLE2' && e.message.startsWith(`${host.url(ROUTES.needle2)} is not Needle 2: its size is 13,747,806 bytes`));
+  await assert.rejects(fetchRelease('needle2', { url: host.url(ROUTES.needle2), dir: rejected, expect: { size: STANDIN_SIZE } }),
+    (e) => e.code === 'NOT_NEEDLE2' && e.mismatch.what === 'sha256' && e.mismatch.actual === STANDIN_SHA256);
   assert.deepEqual(readdirSync(rejected), [], 'a rejected download was left behind');
-  await assert.rejects(fetchNeedle2({ url: host.url(ROUTES.forbidden), dir: rejected }), (e) => e.code === 'HTTP' && e.status === 403);
+  await assert.rejects(fetchRelease('needle2', { url: host.url(ROUTES.forbidden), dir: rejected }), (e) => e.code === 'HTTP' && e.status === 403);
+  // A copy already there with another digest is not kept: it is downloaded again.
+  await assert.rejects(fetchRelease('needle2', { url: host.url(ROUTES.missing), dir: into, expect: { ...OWN, sha256: '0'.repeat(64) } }),
+    (e) => e.code === 'HTTP' && e.status === 404);
 });
 
 test('needle-wasm fetch, then inspect and complete needle2 from the cache with the host stopped', { timeout: 240000 }, async () => {
-  const own = await startNeedle2Host({ archive: STANDIN, wrong: WRONG });
+  const own = await startHubStandIn({ archive: STANDIN, wrong: WRONG });
   const cacheDir = join(dir, 'cli');
   const url = own.url(ROUTES.needle2);
   const wrong = await cli(['fetch', 'needle2', '--url', url, '--cache-dir', cacheDir]);
@@ -175,10 +220,14 @@ test('needle-wasm fetch, then inspect and complete needle2 from the cache with t
   const missing = await cli(['fetch', '--url', own.url(ROUTES.missing), '--cache-dir', cacheDir]);
   assert.equal(missing.code, 1);
   assert.match(missing.stderr, /^needle-wasm: Needle 2 is not at .* \(HTTP 404\)/);
-  const fetched = await cli(['fetch', 'needle2', '--url', url, '--cache-dir', cacheDir, '--size', String(STANDIN_SIZE)]);
+  const digest = await cli(['fetch', 'needle2', '--url', url, '--cache-dir', cacheDir, '--size', String(STANDIN_SIZE)]);
+  assert.equal(digest.code, 1);
+  assert.match(digest.stderr, /is not Needle 2: its SHA-256 is [0-9a-f]{64}, Needle 2's is b43aabfc/);
+  const own2 = ['--size', String(STANDIN_SIZE), '--sha256', STANDIN_SHA256];
+  const fetched = await cli(['fetch', 'needle2', '--url', url, '--cache-dir', cacheDir, ...own2]);
   assert.equal(fetched.code, 0, fetched.stderr);
   assert.equal(fetched.stdout, `${join(cacheDir, 'needle2.cact')}\n`);
-  assert.match(fetched.stderr, /needle2 downloaded and verified/);
+  assert.match(fetched.stderr, /needle2 downloaded and verified \(SHA-256 and shape\)/);
   own.close();
 
   // Offline now: every FILE command takes the name, from --cache-dir or NEEDLE_WASM_CACHE.
@@ -187,7 +236,7 @@ test('needle-wasm fetch, then inspect and complete needle2 from the cache with t
   assert.match(inspected.stdout.trim().split('\n').at(-1), /^405 tensors, /);
   const viaEnv = await cli(['inspect', 'needle2', '--json'], { NEEDLE_WASM_CACHE: cacheDir });
   assert.equal(JSON.parse(viaEnv.stdout).geometry.layers, 27);
-  const again = await cli(['fetch', '--cache-dir', cacheDir, '--size', String(STANDIN_SIZE)]);
+  const again = await cli(['fetch', '--cache-dir', cacheDir, ...own2]);
   assert.equal(again.code, 0, again.stderr);
   assert.match(again.stderr, /already downloaded/);
   const turn = await cli(['complete', 'needle2', '--query', 'set a timer for 10 minutes', '--max-tokens', '8'], { NEEDLE_WASM_CACHE: cacheDir });
@@ -196,13 +245,16 @@ test('needle-wasm fetch, then inspect and complete needle2 from the cache with t
   const absent = await cli(['inspect', 'needle2'], { NEEDLE_WASM_CACHE: join(dir, 'empty'), XDG_CACHE_HOME: join(dir, 'empty') });
   assert.equal(absent.code, 1);
   assert.match(absent.stderr, /needle2 is not downloaded yet .*run `needle-wasm fetch needle2` first/);
-  const usage = await cli(['fetch', 'needle3']);
+  const usage = await cli(['fetch', 'needle4']);
   assert.equal(usage.code, 2);
-  assert.match(usage.stderr, /fetch knows one model, needle2/);
+  assert.match(usage.stderr, /fetch knows two models, needle2 and needle3/);
+  const badDigest = await cli(['fetch', '--sha256', 'b43a']);
+  assert.equal(badDigest.code, 2);
+  assert.match(badDigest.stderr, /--sha256 must be 64 hex digits/);
 });
 
 test('the cache directory defaults to XDG_CACHE_HOME, then ~/.cache; NEEDLE_WASM_CACHE overrides', async () => {
-  const { cacheDir } = await import('../../js/needle2-cache.js');
+  const { cacheDir } = await import('../../js/released-cache.js');
   assert.equal(cacheDir(undefined, { XDG_CACHE_HOME: '/x' }), '/x/needle-wasm');
   assert.equal(cacheDir(undefined, { XDG_CACHE_HOME: '/x', NEEDLE_WASM_CACHE: '/n' }), '/n');
   assert.equal(cacheDir('/d', { NEEDLE_WASM_CACHE: '/n' }), '/d');
