@@ -428,6 +428,8 @@ export interface Envelope {
   /** min(confidence head, decode probability), the decode probability exp(mean log p) of the turn's sampled
    *  tokens: the reasoning's and the call's (Needle 3: the call's). null when the archive has no confidence head. */
   confidence: number | null;
+  /** Needle 3 only: the confidence head's own score (the makers' engine never reads it). */
+  confidence_head?: number;
   prefill_tps: number;
   decode_tps: number;
   peak_ram_mb: number;

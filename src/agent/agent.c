@@ -29,6 +29,9 @@
 #include "grammar/grammar.h"
 #include "format/json.h"
 #include "format/tokenizer.h"
+#ifdef ND_NEEDLE3
+#include "agent/postprocess.h"
+#endif
 
 /* Limits, checked before any prefill so a hostile tool set or text fails at
  * once with an error naming the limit, and the largest allowed turn stays
@@ -126,6 +129,13 @@ struct needle_agent {
     size_t earlier_text_bytes, turn_text_bytes;
     int in_string, escaped;
     size_t string_bytes;
+    /* Needle 3: the makers' call post-processor (postprocess.c) reads the
+     * stored system text and the conversation's texts; what it made of the
+     * turn's calls, and whether a gate withheld them. */
+    buffer pp_system, pp_conversation;
+    size_t pp_mark;
+    char *pp_calls;
+    int pp_withhold;
     uint8_t *string_bytes_of; /* [vocab]: bytes a token adds to a string it is in (up to a '"') */
     uint32_t longest_piece;   /* the largest of them */
 };
@@ -331,6 +341,7 @@ void needle_agent_free(needle_agent *a) {
     needle_session_free(a->embedding);
     free(a->logits), free(a->masked);
     free(a->pool_mark), free(a->pool_prefix), free(a->turn_text.data), free(a->string_bytes_of);
+    free(a->pp_system.data), free(a->pp_conversation.data), free(a->pp_calls);
     free(a);
 }
 
@@ -572,6 +583,36 @@ static int open_conversation(needle_agent *a, needle_error *err) {
     return status;
 }
 
+/* The texts the post-processor reads, kept as the makers' engine keeps them
+ * (postprocess.h): the system text with its timestamps blanked, then "\n"
+ * and each turn's text, cut to the last 12 KiB once past 16 KiB. */
+#define PP_KEEP 12288
+#define PP_MAX 16384
+
+static int remember_system(needle_agent *a) {
+    a->pp_system.len = a->pp_conversation.len = 0;
+    if (!is_v3(a)) return NEEDLE_OK;
+    size_t len = a->system.len;
+    const char *system = strip(a->system.data, &len);
+    if (buffer_put(&a->pp_system, system ? system : "", len)) return NEEDLE_E_NOMEM;
+#ifdef ND_NEEDLE3
+    a->pp_system.len = nd_pp_grounding_text(a->pp_system.data, a->pp_system.len, a->pp_system.data);
+#endif
+    return buffer_put(&a->pp_conversation, a->pp_system.data, a->pp_system.len);
+}
+
+static int remember_turn(needle_agent *a, const char *text, size_t len) {
+    a->pp_mark = a->pp_conversation.len;
+    if (buffer_put(&a->pp_conversation, "\n", 1) || buffer_put(&a->pp_conversation, text, len)) return NEEDLE_E_NOMEM;
+    buffer *c = &a->pp_conversation;
+    if (c->len > PP_MAX) {
+        memmove(c->data, c->data + c->len - PP_KEEP, PP_KEEP);
+        c->len = PP_KEEP, c->data[c->len] = 0;
+        a->pp_mark = 0; /* cut: a rollback keeps the turn's text */
+    }
+    return NEEDLE_OK;
+}
+
 int needle_agent_init(needle_agent *a, const char *system, size_t len, needle_error *err) {
     end_conversation(a);
     a->system.len = 0;
@@ -579,6 +620,7 @@ int needle_agent_init(needle_agent *a, const char *system, size_t len, needle_er
         return nd_fail(err, NEEDLE_E_NOMEM, "out of memory storing the system text");
     a->conversation.len = 0;
     a->earlier_text_bytes = 0;
+    if (remember_system(a)) return nd_fail(err, NEEDLE_E_NOMEM, "out of memory storing the system text");
     /* Compiling the grammar of every declared tool reports schema errors at
      * init, naming the tool, even when retrieval later renders only five. */
     buffer all = {0};
@@ -694,7 +736,11 @@ int needle_agent_begin(needle_agent *a, const char *text, size_t len, int kind,
     a->turn_text.len = 0;
     a->turn_text_bytes = len;
     a->in_string = a->escaped = 0;
-    if (is_v3(a) && buffer_put(&a->turn_text, text, len)) return nd_fail(err, NEEDLE_E_NOMEM, "out of memory");
+    if (is_v3(a) && (buffer_put(&a->turn_text, text, len) || remember_turn(a, text, len)))
+        return nd_fail(err, NEEDLE_E_NOMEM, "out of memory");
+    free(a->pp_calls);
+    a->pp_calls = NULL;
+    a->pp_withhold = 0;
     a->peak_bytes = nd_memory_bytes();
     double t0 = nd_now_ms();
     trim_conversation(a);
@@ -728,6 +774,7 @@ int needle_agent_begin(needle_agent *a, const char *text, size_t len, int kind,
 static void rollback(needle_agent *a) {
     needle_error ignored;
     a->conversation.len = a->conversation_mark;
+    if (a->pp_conversation.len > a->pp_mark) a->pp_conversation.len = a->pp_mark;
     needle_session_free(a->embedding);
     a->embedding = NULL;
     if (a->phase >= P_PREFILL) {
@@ -1086,10 +1133,32 @@ static char *decode_all(const needle_agent *a, const idlist *ids, size_t *len) {
     return text;
 }
 
+/* ---- Needle 3's call post-processor ------------------------------------------ */
+
+/* Runs the post-processor over a user turn's calls (needle3-engine.md
+ * section 4); a->pp_calls is what the envelope delivers or withholds. A
+ * failure (out of memory) leaves the model's calls as they are. */
+static void postprocess_calls(needle_agent *a, const char *calls, size_t n) {
+#ifdef ND_NEEDLE3
+    buffer tools = {0};
+    if (render_tools(a, a->chosen, a->chosen_count, &tools) == NEEDLE_OK) {
+        nd_pp_input in = {tools.data, a->pp_system.data, a->turn_text.data, a->pp_conversation.data, calls,
+                          tools.len, a->pp_system.len, a->turn_text.len, a->pp_conversation.len, n};
+        nd_pp_output out = {0};
+        needle_error ignored;
+        if (nd_postprocess(&in, &out, &ignored) == NEEDLE_OK) a->pp_calls = out.calls, a->pp_withhold = out.withhold;
+    }
+    free(tools.data);
+#else
+    (void)a, (void)calls, (void)n;
+#endif
+}
+
 static void finish_turn(needle_agent *a) {
     size_t n;
     char *calls = decode_all(a, &a->calls, &n);
     a->last_turn_called = calls && strcmp(calls, "[]") != 0;
+    if (a->last_turn_called && is_v3(a) && a->turn_kind == NEEDLE_TURN_QUERY) postprocess_calls(a, calls, n);
     free(calls);
     a->earlier_text_bytes += a->turn_text_bytes;
     a->phase = P_DONE;
@@ -1101,10 +1170,11 @@ static void finish_turn(needle_agent *a) {
  * sure as a right one's; the reasoning's tokens carry the doubt
  * (src/train/README.md has the figures). Needle 3 keeps the call's tokens alone, as
  * its library does, since its 0.1 floor withholds calls by this value. */
-static double confidence(const needle_agent *a, int *present) {
+static double confidence(const needle_agent *a, int *present, float *head_out) {
     float head = 1;
     needle_error ignored;
     *present = needle_session_head(a->session, ND_HEAD_CONFIDENCE, &head, &ignored) == NEEDLE_OK;
+    *head_out = head;
     double logp = a->call_logp;
     uint32_t n = a->call_sampled;
     if (!is_v3(a)) logp += a->reasoning_logp, n += a->reasoning_sampled;
@@ -1112,71 +1182,27 @@ static double confidence(const needle_agent *a, int *present) {
     return head < decode_p ? head : decode_p;
 }
 
-static char lower_ascii(char c) { return c >= 'A' && c <= 'Z' ? (char)(c + 32) : c; }
-
-/* Whether text[0..n) holds s[0..m), ASCII letters compared case-folded. */
-static int contains_folded(const char *text, size_t n, const char *s, size_t m) {
-    for (size_t i = 0; m <= n && i <= n - m; i++) {
-        size_t j = 0;
-        while (j < m && lower_ascii(text[i + j]) == lower_ascii(s[j])) j++;
-        if (j == m) return 1;
-    }
-    return 0;
-}
-
-/* Whether word w[0..n) (lower case) negates: no, not, never, or a word
- * ending in n't (ASCII or typographic apostrophe). */
-static int negating_word(const char *w, size_t n) {
-    if ((n == 2 && !memcmp(w, "no", 2)) || (n == 3 && !memcmp(w, "not", 3)) || (n == 5 && !memcmp(w, "never", 5)))
-        return 1;
-    return (n >= 3 && !memcmp(w + n - 3, "n't", 3)) || (n >= 5 && !memcmp(w + n - 5, "n\xe2\x80\x99t", 5));
-}
-
-/* Whether text[0..n) holds a negating word (words: runs of ASCII letters
- * and apostrophes, case folded). */
-static int negates(const char *text, size_t n) {
-    char word[16];
-    size_t len = 0;
-    for (size_t i = 0; i <= n; i++) {
-        char c = i < n ? lower_ascii(text[i]) : ' ';
-        int typographic = i + 2 < n && !memcmp(text + i, "\xe2\x80\x99", 3);
-        if ((c >= 'a' && c <= 'z') || c == '\'' || typographic) {
-            size_t take = typographic ? 3 : 1;
-            if (len + take <= sizeof word) memcpy(word + len, typographic ? text + i : &c, take);
-            len += take, i += take - 1;
-            continue;
-        }
-        if (len && len <= sizeof word && negating_word(word, len)) return 1;
-        len = 0;
-    }
-    return 0;
-}
-
-/* Needle 3's "validation" (needle3-model.md section 9), by runtime
- * convention (the sources name the fields, not their rules): "ungrounded"
- * lists the tool.field names of the calls' top-level string arguments that
- * the turn's text does not contain (ASCII case folded); "negation" is
- * whether that text holds a negating word (no, not, never, ...n't). */
+/* The envelope's validation object by the engine's rules (postprocess.h),
+ * for the list delivered or withheld. */
 static void put_validation(buffer *b, const needle_agent *a, const char *calls, size_t n) {
+#ifdef ND_NEEDLE3
+    buffer tools = {0};
+    char *validation = NULL;
+    size_t len = 0;
     needle_error ignored;
-    nd_json *doc = nd_json_parse(calls, n, 64, &ignored);
-    const nd_jv *list = doc ? nd_json_root(doc) : NULL;
-    buffer field = {0};
-    buffer_str(b, ",\"validation\":{\"ungrounded\":[");
-    for (size_t i = 0; list && i < list->n; i++) {
-        const nd_jv *name = nd_jv_get(&list->kids[i], "name"), *args = nd_jv_get(&list->kids[i], "arguments");
-        for (size_t k = 0; name && args && args->type == ND_JOBJECT && k < args->n; k++) {
-            const nd_jv *v = &args->kids[k];
-            if (v->type != ND_JSTRING || contains_folded(a->turn_text.data, a->turn_text.len, v->str, v->len)) continue;
-            if (field.len) buffer_str(b, ",");
-            field.len = 0;
-            buffer_put(&field, name->str, name->len), buffer_str(&field, "."), buffer_put(&field, v->key, v->klen);
-            put_json_string(b, field.data, field.len);
+    if (render_tools(a, a->chosen, a->chosen_count, &tools) == NEEDLE_OK) {
+        nd_pp_input in = {tools.data, a->pp_system.data, a->turn_text.data, a->pp_conversation.data, calls,
+                          tools.len, a->pp_system.len, a->turn_text.len, a->pp_conversation.len, n};
+        if (nd_pp_validation(&in, calls, n, &validation, &len, &ignored) == NEEDLE_OK) {
+            buffer_str(b, ",\"validation\":");
+            buffer_put(b, validation, len);
         }
     }
-    buffer_str(b, negates(a->turn_text.data, a->turn_text.len) ? "],\"negation\":true}" : "],\"negation\":false}");
-    free(field.data);
-    nd_json_free(doc);
+    free(validation);
+    free(tools.data);
+#else
+    (void)b, (void)a, (void)calls, (void)n;
+#endif
 }
 
 size_t needle_agent_envelope(const needle_agent *a, char *out, size_t cap) {
@@ -1195,22 +1221,32 @@ size_t needle_agent_envelope(const needle_agent *a, char *out, size_t cap) {
         snprintf(num, sizeof num, ",\"error_code\":%d", a->turn_error.code ? a->turn_error.code : NEEDLE_E_ARGUMENT);
         buffer_str(&b, num);
     }
-    double c = ok ? confidence(a, &present) : 0;
-    /* Needle 3 withholds a call under confidence 0.1 (needle3-model.md section
-     * 9), unless a call is required (an extraction). */
-    int withheld = is_v3(a) && !a->require_call && present && c < SUPPRESS_BELOW && calls && strcmp(calls, "[]") != 0;
+    float head = 0;
+    double c = ok ? confidence(a, &present, &head) : 0;
+    /* Needle 3: the calls as the makers' post-processor left them. */
+    const char *list = ok && a->pp_calls ? a->pp_calls : calls;
+    size_t list_len = list == calls ? calls_len : strlen(list);
+    /* Needle 3 withholds a call list under confidence 0.1 (needle3-model.md
+     * section 9) or when a post-processor gate fired, unless a call is
+     * required (an extraction). */
+    int some = list && strcmp(list, "[]") != 0;
+    int withheld = is_v3(a) && !a->require_call && some && ((present && c < SUPPRESS_BELOW) || a->pp_withhold);
     buffer_str(&b, ",\"function_calls\":");
-    buffer_str(&b, calls && !withheld ? calls : "[]");
+    buffer_str(&b, list && !withheld ? list : "[]");
     if (is_v3(a)) {
         buffer_str(&b, ",\"suppressed_calls\":");
-        buffer_str(&b, withheld ? calls : "[]");
-        if (calls && strcmp(calls, "[]") != 0) put_validation(&b, a, calls, calls_len);
+        buffer_str(&b, withheld ? list : "[]");
+        if (some) put_validation(&b, a, list, list_len);
     }
     buffer_str(&b, ",\"reasoning\":");
     const char *shown = reasoning && is_v3(a) ? strip(reasoning, &reasoning_len) : reasoning;
     put_json_string(&b, shown ? shown : "", reasoning_len);
     if (present) snprintf(num, sizeof num, ",\"confidence\":%.6g", c);
     buffer_str(&b, present ? num : ",\"confidence\":null");
+    if (is_v3(a) && present) { /* the confidence head's own score, beside the rule the confidence follows */
+        snprintf(num, sizeof num, ",\"confidence_head\":%.6g", head);
+        buffer_str(&b, num);
+    }
     double prefill_tps = a->prefill_ms > 0 ? a->prefill_count / (a->prefill_ms / 1e3) : 0;
     double decode_tps = a->decode_ms > 0 ? a->generated / (a->decode_ms / 1e3) : 0;
     snprintf(num, sizeof num, ",\"prefill_tps\":%.1f,\"decode_tps\":%.1f", prefill_tps, decode_tps);
@@ -1234,6 +1270,8 @@ int needle_agent_reset(needle_agent *a, needle_error *err) {
     }
     a->conversation.len = 0;
     a->earlier_text_bytes = 0;
+    a->pp_conversation.len = 0;
+    buffer_put(&a->pp_conversation, a->pp_system.data, a->pp_system.len); /* its room is there already */
     a->last_turn_called = 0;
     a->phase = P_IDLE;
     return NEEDLE_OK;

@@ -14,6 +14,7 @@ import { TINY3_GEOMETRY } from '../../js/cact3-format.js';
 import { Model } from '../../js/model.js';
 import { Needle } from '../../js/agent.js';
 import { STATUS } from '../../js/errors.js';
+import { postprocessCalls } from '../../js/postprocess.js';
 
 const tokenizer = makeTestTokenizerBlob(syntheticPieces(400, CHAT_MARKERS3));
 const model = await Model.fromBytes(writeCact3({ geometry: TINY3_GEOMETRY, seed: 5, bits: 2, group: 32, tokenizer }),
@@ -115,17 +116,22 @@ test('Needle 3: an embedding head of another width (an export with embedding_dim
   (e) => e.code === STATUS.FORMAT && /proj.*shape\[0\] is 1025, expected 2\.\.1024 \(embedding\)/.test(e.message));
 });
 
-// The tool.field names of string arguments the text does not contain (case folded).
-const ungrounded = (calls, text) => calls.flatMap((c) => Object.entries(c.arguments)
-  .filter(([, v]) => typeof v === 'string' && !text.toLowerCase().includes(v.toLowerCase())).map(([k]) => `${c.name}.${k}`));
+// The envelope's validation by the makers' rules (src/agent/pp_validation.c):
+// the tool.key of each string argument over two bytes whose squashed form
+// (ASCII lower case, no spaces, hyphens or underscores) the squashed
+// conversation does not hold, enum parameters exempt; and whether the request
+// holds a negation cue.
+const squash = (s) => s.toLowerCase().replace(/[ _-]/g, '');
+const ungrounded = (calls, conversation, enums) => calls.flatMap((c) => Object.entries(c.arguments)
+  .filter(([k, v]) => typeof v === 'string' && !enums.includes(k) && squash(v).length > 2 && !squash(conversation).includes(squash(v)))
+  .map(([k]) => `${c.name}.${k}`));
+const negation = (text) => /don't|dont |do not|never|no longer|must not|mustn't|shouldn't|should not|make sure not/i.test(text);
 
-test('Needle 3: the envelope holds suppressed_calls and validation (ungrounded values, negation); a call under confidence 0.1 is withheld unless required', async () => {
+test('Needle 3: the envelope holds suppressed_calls, validation by the makers\' rules and confidence_head; a call under confidence 0.1 is withheld unless required', async () => {
   const tools = [{ name: 'send_message', description: 'Send a message',
     parameters: { type: 'object', properties: { to: { enum: ['Ann', 'Bob'] }, text: { type: 'string', maxLength: 8 } },
       required: ['to', 'text'] } }];
-  // 'Ann' is in both (case folded), 'Bob' in neither; the second negates.
   const queries = ['text ANN hello', 'don’t text ANN, NEVER'];
-  const negation = (text) => /\b(no|not|never)\b|n['’]t\b/i.test(text);
   const seen = { grounded: 0, ungrounded: 0, withheld: 0, delivered: 0, negated: 0, plain: 0 };
   for (const bias of [0, -30]) { // a confidence head whose bias makes every call unsure
     const archive = await Model.fromBytes(writeCact3({ geometry: TINY3_GEOMETRY, seed: 8, bits: 2, group: 32, tokenizer,
@@ -138,15 +144,17 @@ test('Needle 3: the envelope holds suppressed_calls and validation (ungrounded v
       const query = queries[Math.floor(seed / 2) % 2];
       const envelope = await agent.complete(query, { maxNewTokens: MAX_NEW });
       assert.equal(envelope.success, true, envelope.error);
-      const withheld = bias !== 0 && !requireCall;
-      const calls = withheld ? envelope.suppressed_calls : envelope.function_calls;
-      assert.deepEqual(withheld ? envelope.function_calls : envelope.suppressed_calls, []);
       assert.equal(envelope.confidence < 0.1, bias !== 0, `confidence ${envelope.confidence}`);
+      assert.equal(typeof envelope.confidence_head, 'number');
       agent.free();
+      const withheld = envelope.suppressed_calls.length > 0;
+      const calls = withheld ? envelope.suppressed_calls : envelope.function_calls;
+      if (requireCall) assert.equal(withheld, false, 'a required call was withheld');
+      if (bias && !requireCall && calls.length) assert.equal(withheld, true, 'an unsure call was delivered');
       if (!calls.length) { assert.equal(envelope.validation, undefined); continue; } // a refusal
-      const want = ungrounded(calls, query);
+      const want = ungrounded(calls, `\n${query}`, ['to']);
       assert.deepEqual(envelope.validation, { ungrounded: want, negation: negation(query) });
-      seen[want.includes('send_message.to') ? 'ungrounded' : 'grounded']++;
+      seen[want.length ? 'ungrounded' : 'grounded']++;
       seen[withheld ? 'withheld' : 'delivered']++;
       seen[negation(query) ? 'negated' : 'plain']++;
     }
@@ -154,4 +162,26 @@ test('Needle 3: the envelope holds suppressed_calls and validation (ungrounded v
   }
   console.log(`# ${JSON.stringify(seen)}`);
   for (const [what, count] of Object.entries(seen)) assert.ok(count > 0, `no call ${what} among the sampled turns`);
+});
+
+test('Needle 3: a turn delivers its calls as the makers\' post-processor leaves them', async () => {
+  const door = { type: 'object', properties: { door: { type: 'string' } }, required: ['door'] };
+  const tools = [{ name: 'lock_door', description: 'Lock a door', parameters: door },
+    { name: 'unlock_door', description: 'Unlock a door', parameters: door }];
+  const archive = await Model.fromBytes(writeCact3({ geometry: TINY3_GEOMETRY, seed: 9, bits: 2, group: 32, tokenizer }),
+    { wasm: 'needle3' });
+  const query = 'unlock the front door';
+  let changed = 0;
+  for (let seed = 1; seed <= 16; seed++) {
+    const agent = await Needle.create({ model: archive, tools, temperature: 1, seed, requireCall: true });
+    let written = ''; // the calls as the model wrote them
+    const envelope = await agent.complete(query, { maxNewTokens: MAX_NEW, onToken: ({ kind, text }) => { if (kind === 'call') written += text; } });
+    agent.free();
+    written = written.slice(written.indexOf('[')); // the stream's first piece may carry the marker's leftover byte
+    const want = await postprocessCalls({ tools, system: '', request: query, conversation: `\n${query}`, calls: written });
+    assert.deepEqual(envelope.function_calls, JSON.parse(want.calls), `seed ${seed}: the model wrote ${written}`);
+    if (want.calls !== written) changed++;
+  }
+  archive.free();
+  assert.ok(changed > 0, 'no turn was changed by the post-processor: the test shows nothing');
 });
