@@ -736,8 +736,7 @@ int needle_agent_begin(needle_agent *a, const char *text, size_t len, int kind,
     a->turn_text.len = 0;
     a->turn_text_bytes = len;
     a->in_string = a->escaped = 0;
-    if (is_v3(a) && (buffer_put(&a->turn_text, text, len) || remember_turn(a, text, len)))
-        return nd_fail(err, NEEDLE_E_NOMEM, "out of memory");
+    if (is_v3(a) && buffer_put(&a->turn_text, text, len)) return nd_fail(err, NEEDLE_E_NOMEM, "out of memory");
     free(a->pp_calls);
     a->pp_calls = NULL;
     a->pp_withhold = 0;
@@ -763,7 +762,11 @@ int needle_agent_begin(needle_agent *a, const char *text, size_t len, int kind,
     }
     needle_decoder_free(a->decoder);
     a->decoder = needle_decoder_new(a->tok);
-    if (!a->decoder) return nd_fail(err, NEEDLE_E_NOMEM, "out of memory");
+    if (!a->decoder || (is_v3(a) && remember_turn(a, text, len))) {
+        needle_session_free(a->embedding);
+        a->embedding = NULL;
+        return nd_fail(err, NEEDLE_E_NOMEM, "out of memory");
+    }
     a->refeed_fed = 0;
     a->phase = a->embedding ? P_EMBED : P_REFEED;
     return NEEDLE_OK;
