@@ -133,6 +133,7 @@ struct needle_agent {
      * stored system text and the conversation's texts; what it made of the
      * turn's calls, and whether a gate withheld them. */
     buffer pp_system, pp_conversation;
+    buffer tools_text;      /* the chosen tools as the prompt renders them (open_conversation) */
     size_t pp_mark;
     char *pp_calls;
     int pp_withhold;
@@ -341,7 +342,7 @@ void needle_agent_free(needle_agent *a) {
     needle_session_free(a->embedding);
     free(a->logits), free(a->masked);
     free(a->pool_mark), free(a->pool_prefix), free(a->turn_text.data), free(a->string_bytes_of);
-    free(a->pp_system.data), free(a->pp_conversation.data), free(a->pp_calls);
+    free(a->pp_system.data), free(a->pp_conversation.data), free(a->pp_calls), free(a->tools_text.data);
     free(a);
 }
 
@@ -552,6 +553,8 @@ static int open_conversation(needle_agent *a, needle_error *err) {
     buffer tools = {0};
     rendering text = {0};
     int status = render_tools(a, a->chosen, a->chosen_count, &tools);
+    free(a->tools_text.data);
+    a->tools_text = (buffer){0};
     size_t system_len = a->system.len;
     const char *system = is_v3(a) ? strip(a->system.data, &system_len) : a->system.data;
     if (!status && system_len) {
@@ -579,7 +582,7 @@ static int open_conversation(needle_agent *a, needle_error *err) {
         if (!a->session) status = err ? err->code : NEEDLE_E_NOMEM;
     }
     rendering_free(&text);
-    free(tools.data);
+    a->tools_text = tools; /* the post-processor reads the tools as rendered */
     return status;
 }
 
@@ -1141,17 +1144,20 @@ static char *decode_all(const needle_agent *a, const idlist *ids, size_t *len) {
 /* Runs the post-processor over a user turn's calls (needle3-engine.md
  * section 4); a->pp_calls is what the envelope delivers or withholds. A
  * failure (out of memory) leaves the model's calls as they are. */
+#ifdef ND_NEEDLE3
+/* What the post-processor reads of the turn, with the calls given. */
+static nd_pp_input pp_input(const needle_agent *a, const char *calls, size_t n) {
+    return (nd_pp_input){a->tools_text.data, a->pp_system.data, a->turn_text.data, a->pp_conversation.data, calls,
+                         a->tools_text.len, a->pp_system.len, a->turn_text.len, a->pp_conversation.len, n};
+}
+#endif
+
 static void postprocess_calls(needle_agent *a, const char *calls, size_t n) {
 #ifdef ND_NEEDLE3
-    buffer tools = {0};
-    if (render_tools(a, a->chosen, a->chosen_count, &tools) == NEEDLE_OK) {
-        nd_pp_input in = {tools.data, a->pp_system.data, a->turn_text.data, a->pp_conversation.data, calls,
-                          tools.len, a->pp_system.len, a->turn_text.len, a->pp_conversation.len, n};
-        nd_pp_output out = {0};
-        needle_error ignored;
-        if (nd_postprocess(&in, &out, &ignored) == NEEDLE_OK) a->pp_calls = out.calls, a->pp_withhold = out.withhold;
-    }
-    free(tools.data);
+    nd_pp_input in = pp_input(a, calls, n);
+    nd_pp_output out = {0};
+    needle_error ignored;
+    if (nd_postprocess(&in, &out, &ignored) == NEEDLE_OK) a->pp_calls = out.calls, a->pp_withhold = out.withhold;
 #else
     (void)a, (void)calls, (void)n;
 #endif
@@ -1189,20 +1195,15 @@ static double confidence(const needle_agent *a, int *present, float *head_out) {
  * for the list delivered or withheld. */
 static void put_validation(buffer *b, const needle_agent *a, const char *calls, size_t n) {
 #ifdef ND_NEEDLE3
-    buffer tools = {0};
+    nd_pp_input in = pp_input(a, calls, n);
     char *validation = NULL;
     size_t len = 0;
     needle_error ignored;
-    if (render_tools(a, a->chosen, a->chosen_count, &tools) == NEEDLE_OK) {
-        nd_pp_input in = {tools.data, a->pp_system.data, a->turn_text.data, a->pp_conversation.data, calls,
-                          tools.len, a->pp_system.len, a->turn_text.len, a->pp_conversation.len, n};
-        if (nd_pp_validation(&in, calls, n, &validation, &len, &ignored) == NEEDLE_OK) {
-            buffer_str(b, ",\"validation\":");
-            buffer_put(b, validation, len);
-        }
+    if (nd_pp_validation(&in, calls, n, &validation, &len, &ignored) == NEEDLE_OK) {
+        buffer_str(b, ",\"validation\":");
+        buffer_put(b, validation, len);
     }
     free(validation);
-    free(tools.data);
 #else
     (void)b, (void)a, (void)calls, (void)n;
 #endif
