@@ -106,8 +106,33 @@ export function laterRequests(results) {
   return { reached: reached.length, right: reached.filter((t) => t.correct).length };
 }
 
-/** The figures of one evaluation run. */
-export function summarise(results) {
+/** The number arguments of a list of calls, as [tool, argument, value]. */
+const numbersOf = (calls) => calls.flatMap((c) => Object.entries(c.arguments ?? {})
+  .filter(([, v]) => typeof v === 'number').map(([k, v]) => [c.name, k, v]));
+
+/** Commands whose expected first-turn calls hold a number, and those where
+ *  the model's calls hold each of those numbers under the same tool and
+ *  argument (whatever else they get wrong). */
+export function numberFigures(results) {
+  const withNumbers = results.filter((r) => numbersOf(r.example.turns[0].calls).length);
+  const right = withNumbers.filter((r) => {
+    const got = numbersOf(r.turns[0].calls ?? []);
+    return numbersOf(r.example.turns[0].calls).every(([tool, key, value]) =>
+      got.some(([t, k, v]) => t === tool && k === key && v === value));
+  });
+  return { commands: withNumbers.length, right: right.length };
+}
+
+/** Small talk (generate.py's "chatter"): the share that got no call. */
+function smallTalk(results) {
+  const chatter = results.filter((r) => r.example.kind === 'chatter');
+  return { count: chatter.length, no_call: chatter.filter((r) => !r.turns[0].calls?.length).length };
+}
+
+/** The figures of one evaluation run. Small talk is scored apart, so that
+ *  the exact-call figure stays one over the same kind of commands. */
+export function summarise(all) {
+  const results = all.filter((r) => r.example.kind !== 'chatter');
   const first = results.map((r) => r.turns[0]);
   const called = results.filter((r) => r.example.turns[0].calls.length);
   const retrieved = called.filter((r) => r.example.turns[0].calls.every((c) => r.turns[0].rendered.includes(c.name)));
@@ -123,6 +148,8 @@ export function summarise(results) {
     exact_call: results.filter((r) => r.correct).length / results.length,
     by_kind: byKind,
     retrieval_top5: retrieved.length / called.length,
+    numbers: numberFigures(results),
+    ...(all.length > results.length && { small_talk: smallTalk(all) }),
     ...(results.some((r) => r.example.turns.some((t, i) => isLater(r.example, i))) && { later_requests: laterRequests(results) }),
     command_ms: { median: ms[Math.floor(ms.length / 2)], p90: ms[Math.floor(ms.length * 0.9)] },
   };

@@ -30,7 +30,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TOOLS_PATH = os.path.join(HERE, "..", "..", "web", "tools.json")
 TRAIN_TEMPLATES_PATH = os.path.join(HERE, "train-templates.json")
 
-KIND_SHARES = (("multi", 0.10), ("refusal", 0.12), ("followup", 0.08))  # rest: call
+# Training shares (the rest: call). The held-out commands keep the shares
+# they were drawn with, so that they stay comparable across models, and
+# small talk is held out apart (HELDOUT_CHATTER).
+KIND_SHARES = (("multi", 0.14), ("refusal", 0.11), ("followup", 0.08), ("chatter", 0.06))
+HELDOUT_SHARES = (("multi", 0.10), ("refusal", 0.12), ("followup", 0.08))
+HELDOUT_CHATTER = 100
+CHATTER_LATER = 0.10  # later requests of a conversation that are small talk
 SYSTEM_SHARE = 0.40
 
 
@@ -1149,6 +1155,11 @@ POOLS["unitpair"] = [
     ("kilobytes", "megabytes", 0.001), ("calories", "kilojoules", 4.184),
     ("psi", "bar", 0.068948), ("nautical miles", "kilometers", 1.852),
     ("liters", "cups", 4.226753), ("grams", "pounds", 0.002205),
+    # Appended, so that the split of every pair above stays as it was: psi
+    # and bar were held out only (index 42), and a user converting tyre
+    # pressure meets them in training now.
+    ("bar", "psi", 14.503774), ("kilopascals", "psi", 0.145038),
+    ("psi", "kilopascals", 6.894757),
 ]
 
 SYS_LOCALES = ["en-US", "en-GB", "en-AU", "en-CA", "en-IE", "en-IN", "en-NZ", "en-ZA"]
@@ -1286,7 +1297,10 @@ def gen_percent(rng, words_prob=0.0):
     return str(n), n
 
 
-def gen_temp(rng):
+def gen_temp(rng, unit="celsius"):
+    if unit == "fahrenheit":
+        v = rng.randint(60, 80) if rng.random() < 0.8 else rng.randint(41, 95)
+        return str(v), v
     if rng.random() < 0.22:
         v = rng.randint(32, 52) / 2.0  # 16.0 .. 26.0 in halves
         if v == int(v):
@@ -1310,8 +1324,10 @@ def gen_conv_value(rng):
         v = rng.choice([2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50, 75, 100, 150, 200, 250, 500, 1000])
     elif r < 0.85:
         v = rng.choice([0.5, 1.5, 2.5, 3.5, 0.25, 0.75, 4.2, 7.5, 12.5, 2.2, 6.8, 9.9])
-    else:
+    elif r < 0.97:
         v = rng.randint(2, 999)
+    else:
+        return rng.choice([("a dozen", 12), ("half a dozen", 6), ("a hundred", 100), ("a thousand", 1000)])
     return fmt_num(v), v
 
 
@@ -1444,9 +1460,28 @@ def slot_level(ctx, key):
     return [seg(s, (key, "val", v))]
 
 
+def _temp_unit(ctx):
+    """The unit a thermostat command says, drawn once per command: the value
+    is in that unit's range (tools.json allows 5-95), so that "68 degrees
+    fahrenheit" is copied as 68. A template with no unit slot says none and
+    keeps celsius values."""
+    if "tunit" not in ctx.memo:
+        fahrenheit = ctx.rng.random() < 0.35
+        surfaces = (["fahrenheit", "Fahrenheit", "fahrenheit", "F"] if fahrenheit
+                    else ["celsius", "Celsius", "centigrade"])
+        ctx.memo["tunit"] = ("fahrenheit" if fahrenheit else "celsius", ctx.rng.choice(surfaces))
+    return ctx.memo["tunit"]
+
+
 def slot_temp(ctx, key):
-    s, v = gen_temp(ctx.rng)
+    unit = _temp_unit(ctx)[0] if ctx.memo.get("says_unit") else "celsius"
+    s, v = gen_temp(ctx.rng, unit)
     return [seg(s, (key, "val", v))]
+
+
+def slot_tunit(ctx, key):
+    unit, surface = _temp_unit(ctx)
+    return [seg(surface, (key, "val", unit))]
 
 
 def slot_eday(ctx, key):
@@ -1494,7 +1529,7 @@ SLOTS = {
     "light_on": ("state", _choice(ON_VERBS)),
     "bright": ("brightness", slot_bright),
     "temp": ("temperature", slot_temp),
-    "tunit": ("unit", _choice([("celsius", "celsius"), ("Celsius", "celsius"), ("centigrade", "celsius")])),
+    "tunit": ("unit", slot_tunit),
     "dur": ("minutes", slot_dur),
     "tlabel": ("label", _span("tlabel")),
     "alabel": ("label", _span("alabel")),
@@ -2087,6 +2122,31 @@ NONE_TEMPLATES = [
     ("book a taxi for tonight", False),
 ]
 
+# Small talk: greetings, thanks, questions about the assistant and chatter.
+# None asks for anything, so none gets a call, whatever tools are declared;
+# several name what a tool does ("music", "a note", "the weather") without
+# asking for it. Held out by template, as the requests are.
+CHATTER_TEMPLATES = [
+    "hello there", "hi", "hey", "good morning", "good evening", "hello", "hiya", "hey there",
+    "~how are you", "~how's it going", "~how are you doing today", "~what's up",
+    "thanks", "thank you", "thanks, that's all", "thank you so much", "cheers", "thanks a lot",
+    "that's all for now", "never mind", "nothing, forget it", "no thanks", "ok", "okay cool",
+    "great, thanks", "perfect", "awesome", "nice", "got it", "sounds good", "all good",
+    "~who are you", "~what can you do", "~what's your name", "~are you a robot",
+    "~who made you", "~do you have feelings", "~are you listening", "~can you hear me",
+    "~what are you", "~how do you work", "~are you there",
+    "I love music", "I had a long day", "I'm bored", "I'm so tired today", "today was great",
+    "that was a good song", "the weather is lovely today", "I just got home", "my {person} says hi",
+    "I'm back from {city}", "you're funny", "you're the best", "good job", "well done",
+    "I was just thinking out loud", "sorry, wrong button", "oops", "lol", "haha",
+    "good night", "bye", "see you later", "talk to you tomorrow", "have a nice day",
+    "I don't need anything right now", "just saying hi", "testing, testing", "is this thing on",
+    "my note was really long", "the timer went off, thanks", "the lights look nice",
+    "I'm going to bed soon", "it's raining here", "I like this song", "we had pizza for dinner",
+    "I'll call {person} later myself", "maybe later", "not now", "hmm", "let me think",
+    "that's interesting", "yes", "no", "sure", "wow", "you did great", "thanks for the reminder",
+]
+
 # Request for tool T whose tool is absent: tools that could arguably serve the
 # request are not declared either.
 CONFLICT = {
@@ -2145,7 +2205,7 @@ class Template:
         self.free_slots = [t[1] for t in self.tokens if t[0] == "slot" and t[1] in POOL_SLOTS]
 
     def render(self, ctx):
-        ctx.memo = {}
+        ctx.memo = {"says_unit": any(t[0] == "slot" and t[1] == "tunit" for t in self.tokens)}
         segs = []
         for t in self.tokens:
             if t[0] == "plain":
@@ -2265,7 +2325,7 @@ def validate_example(ex, tools_by_name):
                     if isinstance(s, str) and "enum" not in ps and "pattern" not in ps:
                         if s not in q:
                             raise ValueError("%s.%s=%r not in query %r" % (call["name"], k, s, q))
-    kinds = {"call": (1, 1), "multi": (2, 3), "refusal": (0, 0), "followup": (1, 1)}
+    kinds = {"call": (1, 1), "multi": (2, 3), "refusal": (0, 0), "followup": (1, 1), "chatter": (0, 0)}
     lo, hi = kinds[ex["kind"]]
     n = len(ex["turns"][0]["calls"])
     if not (lo <= n <= hi):
@@ -2519,6 +2579,8 @@ class Generator:
                 raise ValueError("train-templates.json repeats held-out templates of %s: %s" % (n, leaked))
             self.tsplit[n]["train"] += extra
         self.nsplit = split_templates(none)
+        self.csplit = split_templates([Template("chat.%02d" % (i + 1), None, t)
+                                       for i, t in enumerate(CHATTER_TEMPLATES)])
 
     def pick_tools(self, rng, needed, exclude=()):
         lo = max(2, len(needed))
@@ -2542,6 +2604,13 @@ class Generator:
         segs, _ = apply_noise(rng, segs, tpl.prefixes, tpl.text.startswith(QUESTION_STARTS), tpl.tail)
         call, reason = build_call(self.by_name[tool], segs)
         return {"query": segs_text(segs), "reasoning": reason, "calls": [call]}
+
+    @staticmethod
+    def chatter_turn(rng, tpl, segs):
+        """The turn of small talk: no request, so no call."""
+        segs, core = apply_noise(rng, segs, POLITE_PRE_OTHER, tpl.text.startswith(QUESTION_STARTS), False)
+        key = segs_text(segs[core[0]:core[1]]).strip()
+        return {"query": segs_text(segs), "reasoning": "no request in '%s'" % key, "calls": []}
 
     @staticmethod
     def refusal_turn(rng, tpl, segs):
@@ -2608,6 +2677,10 @@ class Generator:
             declared = self.pick_tools(rng, [], ["search_web"] if tpl.info else [])
         return tpl.id, declared, [self.refusal_turn(rng, tpl, segs)]
 
+    def ex_chatter(self, rng, split):
+        tpl = rng.choice(self.csplit[split])
+        return tpl.id, self.pick_tools(rng, []), [self.chatter_turn(rng, tpl, tpl.render(Ctx(rng, split)))]
+
     def ex_followup(self, rng, split):
         tid, declared, turns = self.ex_call(rng, split)
         res, cls = make_result(rng, turns[0]["calls"][0])
@@ -2616,7 +2689,11 @@ class Generator:
 
     def request(self, rng, split, declared):
         """A later request of a conversation over the declared tools: a call
-        to one of them, or (one in eight) a request none of them fits."""
+        to one of them, (one in eight) a request none of them fits, or (one in
+        ten) small talk ("thanks, that's all")."""
+        if rng.random() < CHATTER_LATER:
+            tpl = rng.choice(self.csplit[split])
+            return self.chatter_turn(rng, tpl, tpl.render(Ctx(rng, split)))
         if rng.random() >= 0.125:
             tool = rng.choice(declared)
             return self.call_turn(rng, tool, *self.single(rng, split, tool))
@@ -2624,9 +2701,9 @@ class Generator:
                   if n not in declared and not any(c in declared for c in CONFLICT.get(n, []))]
         return self.refusal_turn(rng, *self.single(rng, split, rng.choice(others)))
 
-    def make(self, rng, split, n, later=0.0):
+    def make(self, rng, split, n, later=0.0, shares=None):
         kinds = []
-        for k, share in KIND_SHARES:
+        for k, share in shares or KIND_SHARES:
             kinds += [k] * int(round(n * share))
         kinds += ["call"] * (n - len(kinds))
         kinds = kinds[:n]
@@ -2634,8 +2711,8 @@ class Generator:
         out = []
         for kind in kinds:
             system = make_system(rng, split)
-            fn = {"call": self.ex_call, "multi": self.ex_multi,
-                  "refusal": self.ex_refusal, "followup": self.ex_followup}[kind]
+            fn = {"call": self.ex_call, "multi": self.ex_multi, "refusal": self.ex_refusal,
+                  "followup": self.ex_followup, "chatter": self.ex_chatter}[kind]
             tid, declared, turns = fn(rng, split)
             if later and rng.random() < later:
                 turns += [self.request(rng, split, declared) for _ in range(rng.randint(1, 2))]
@@ -2661,20 +2738,25 @@ def generate(seed, n_train, n_heldout, synthetic=0.0, later=0.0):
     SYNTHETIC = synthetic
     gen = Generator(load_tools())
     train = gen.make(random.Random("train-%d" % seed), "train", n_train, later)
-    held = gen.make(random.Random("heldout-%d" % seed), "heldout", n_heldout)
+    held = gen.make(random.Random("heldout-%d" % seed), "heldout", n_heldout, shares=HELDOUT_SHARES)
+    if n_heldout:
+        held += gen.make(random.Random("chatter-%d" % seed), "heldout", HELDOUT_CHATTER,
+                         shares=(("chatter", 1.0),))
     return train, held
 
 
 def conversations(seed, n):
     """n held-out conversations, each going on with one or two later
     requests: how the model does past its first turn."""
-    return Generator(load_tools()).make(random.Random("conversations-%d" % seed), "heldout", n, 1.0)
+    return Generator(load_tools()).make(random.Random("conversations-%d" % seed), "heldout", n, 1.0,
+                                        shares=HELDOUT_SHARES)
 
 
 def template_counts():
     gen = Generator(load_tools())
     out = {n: (len(gen.tsplit[n]["train"]), len(gen.tsplit[n]["heldout"])) for n in gen.names}
     out["none"] = (len(gen.nsplit["train"]), len(gen.nsplit["heldout"]))
+    out["chatter"] = (len(gen.csplit["train"]), len(gen.csplit["heldout"]))
     return out
 
 
@@ -2759,7 +2841,7 @@ def main():
     for name, exs in (("train", train), ("heldout", held)):
         kinds, tools = stats(exs)
         print("%s: %d examples" % (name, len(exs)))
-        print("  kinds: " + ", ".join("%s=%d" % (k, kinds.get(k, 0)) for k in ("call", "multi", "refusal", "followup")))
+        print("  kinds: " + ", ".join("%s=%d" % (k, kinds.get(k, 0)) for k in ("call", "multi", "refusal", "followup", "chatter")))
         print("  calls per tool: " + ", ".join("%s=%d" % (k, tools[k]) for k in sorted(tools)))
     tc = template_counts()
     print("templates (train/heldout): " + ", ".join("%s=%d/%d" % (k, a, b) for k, (a, b) in tc.items()))

@@ -94,6 +94,10 @@ def train_tokenizer(out, vocab):
                     # Pieces across JSON punctuation and words ('":{"type":"'):
                     # the tools' JSON is most of every prompt.
                     "--split_by_unicode_script=false", "--split_by_number=false",
+                    # Every digit a piece of its own: a number is then a short
+                    # sequence over ten frequent pieces, which the model copies,
+                    # instead of a rare piece per number, which it cannot.
+                    "--split_digits=true",
                     "--max_sentencepiece_length=24"], check=True, cwd=out)
     return os.path.join(out, "tokenizer.model")
 
