@@ -28,14 +28,16 @@ host_imports() {
 }
 
 # Sources that run once per load or per prompt (parsing, tokenizing, the
-# agent's bookkeeping, Needle 3's call post-processor), the call grammar's
-# shortest-completion bound (a budget check a call token consults once), the
-# sampler (one pass over the logits a token, beside a forward pass over every
-# weight) and the scalar CQ references (the SIMD builds run their twins):
-# compiled for size, which keeps the modules under their budgets (300 KB,
-# Needle 3's 400 KB); everything else a token runs through is compiled for
-# speed.
-SIZE_SOURCES="src/agent/agent.c src/format/archive.c src/format/archive_v3.c src/kernels/bench.c src/kernels/cq.c src/kernels/cq_a8.c src/grammar/grammar.c src/grammar/grammar_complete.c src/grammar/grammar_oneof.c src/grammar/grammar_schema.c src/model/inspect.c src/format/json.c src/model/model.c src/model/weights.c src/grammar/regex.c src/model/sampler.c src/format/tokenizer.c src/agent/postprocess.c src/agent/pp_dates.c src/agent/pp_gates.c src/agent/pp_json.c src/agent/pp_place.c src/agent/pp_repair.c src/agent/pp_tail.c src/agent/pp_text.c src/agent/pp_validation.c src/agent/pp_verbs.c src/agent/pp_words.c src/agent/system_facts.c src/agent/toolset.c"
+# agent's bookkeeping, Needle 3's prompt rendering and call post-processor),
+# the call grammar's shortest-completion bound (a budget check a call token
+# consults once) and its grounded values, the sampler and Needle 3's
+# confidence rule (a pass or two over the logits a token, beside a forward
+# pass over every weight), Needle 3's layer glue (its MLP's rank-8
+# conditioning; the Kronecker stages stay in kernels/) and the scalar CQ
+# references (the SIMD builds run their twins): compiled for size (-Oz),
+# which keeps the modules under their budgets (300 KB, Needle 3's 400 KB);
+# everything else a token runs through is compiled for speed.
+SIZE_SOURCES="src/agent/agent.c src/format/archive.c src/format/archive_v3.c src/kernels/bench.c src/kernels/cq.c src/kernels/cq_a8.c src/grammar/grammar.c src/grammar/grammar_complete.c src/grammar/grammar_oneof.c src/grammar/grammar_schema.c src/grammar/grammar_v3_rules.c src/model/inspect.c src/format/json.c src/model/model.c src/model/weights.c src/grammar/regex.c src/model/sampler.c src/format/tokenizer.c src/agent/postprocess.c src/agent/pp_dates.c src/agent/pp_gates.c src/agent/pp_json.c src/agent/pp_place.c src/agent/pp_repair.c src/agent/pp_tail.c src/agent/pp_text.c src/agent/pp_validation.c src/agent/pp_verbs.c src/agent/pp_words.c src/agent/system_facts.c src/agent/toolset.c src/agent/call_prob.c src/grammar/grammar_ground.c src/model/model_v3.c src/model/mlp3.c"
 
 # One engine module: OUT, then the variant's flags (-m and -D flags compile,
 # the others link) and extra sources. Standalone, no Emscripten JS glue:
@@ -48,7 +50,7 @@ engine_module() {
   done
   rm -rf "$objs" && mkdir -p "$objs" # no object of a removed source lingers
   for src in "${sources[@]}"; do
-    opt=-O3; [[ " $SIZE_SOURCES " == *" $src "* ]] && opt=-Os
+    opt=-O3; [[ " $SIZE_SOURCES " == *" $src "* ]] && opt=-Oz
     emcc $CFLAGS_COMMON $opt "${cflags[@]}" -c "$src" -o "$objs/$(basename "$src" .c).o"
   done
   emcc -O3 "${cflags[@]}" "${lflags[@]}" \

@@ -4,8 +4,11 @@
  * walks the output one byte at a time (grammar_match.c); a byte trie of the
  * vocabulary's pieces is walked against the matcher to mask logits
  * (grammar_mask.c); the shortest completion closes every open value
- * (grammar_complete.c); patterns and formats run as DFAs (regex.c). The
- * types they share are in grammar_internal.h.
+ * (grammar_complete.c); patterns and formats run as DFAs (regex.c). With
+ * ND_GRAMMAR_NEEDLE3 the makers' engine's rules join the schemas
+ * (grammar_v3_rules.c) and grounded values are checked against the
+ * conversation (grammar_ground.c). The types they share are in
+ * grammar_internal.h.
  *
  * Every accepted byte keeps the output a prefix that can still be completed
  * into a value valid under the schemas, so the mask never dead-ends and the
@@ -94,11 +97,11 @@ void needle_grammar_reset(needle_grammar *g) {
 
 needle_grammar *needle_grammar_new_shared(const needle_vocab *vocab, const char *tools_json, size_t len,
                                           int32_t end_token, needle_error *err) {
-    return nd_grammar_new_calls(vocab, tools_json, len, end_token, 0, 1, err);
+    return nd_grammar_new_calls(vocab, tools_json, len, end_token, 0, ND_GRAMMAR_ASCII, err);
 }
 
 needle_grammar *nd_grammar_new_calls(const needle_vocab *vocab, const char *tools_json, size_t len,
-                                     int32_t end_token, uint32_t min_calls, int ascii, needle_error *err) {
+                                     int32_t end_token, uint32_t min_calls, unsigned flags, needle_error *err) {
     if (!vocab) { nd_fail(err, NEEDLE_E_ARGUMENT, "grammar: NULL vocabulary"); return NULL; }
     nd_json *doc = nd_json_parse(tools_json, len, ND_TOOLS_JSON_DEPTH, err);
     if (!doc) {
@@ -109,9 +112,10 @@ needle_grammar *nd_grammar_new_calls(const needle_vocab *vocab, const char *tool
     needle_grammar *g = calloc(1, sizeof *g);
     if (!g) { nd_json_free(doc); nd_fail(err, NEEDLE_E_NOMEM, "grammar: out of memory"); return NULL; }
     g->vocab = vocab, g->end_token = end_token;
-    int rc = nd_build_graph(&g->gr, nd_json_root(doc), min_calls, ascii, err);
+    int rc = nd_build_graph(&g->gr, nd_json_root(doc), min_calls, flags, err);
     nd_json_free(doc);
     if (rc) { needle_grammar_free(g); return NULL; }
+    for (size_t i = 0; i < g->gr.n; i++) g->grounds |= g->gr.v[i].grounded != 0;
     g->ctext = ND_MAX_OUTPUT + ND_MAX_PIECE + 1;
     g->text = malloc(g->ctext);
     g->hs = malloc((ND_MAX_PIECE + 2) * sizeof *g->hs);
@@ -141,6 +145,7 @@ void needle_grammar_free(needle_grammar *g) {
     if (!g) return;
     nd_graph_free(&g->gr);
     free(g->fr), free(g->sp), free(g->text), free(g->hs), free(g->allowed);
+    nd_context_free(&g->cx);
     nd_mask_cache_free(&g->cache);
     needle_vocab_free(g->own_vocab);
     free(g);

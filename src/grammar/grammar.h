@@ -1,7 +1,8 @@
 /* grammar.h: internal pieces of the tool-call grammar (src/grammar/grammar.c and
- * the grammar_*.c files it lists) that the agent and tests reach: a
- * byte-level feed that bypasses tokens, the output so far, and the regex
- * compiler on its own. The public API is in needle.h. */
+ * the grammar_*.c files it lists) that the agent and tests reach: the call
+ * grammar with its flags and Needle 3's context, a byte-level feed that
+ * bypasses tokens, the output so far, and the regex compiler on its own.
+ * The public API is in needle.h. */
 #ifndef ND_GRAMMAR_H
 #define ND_GRAMMAR_H
 
@@ -10,12 +11,33 @@
 
 #include "needle.h"
 
+/* Flags of nd_grammar_new_calls. */
+#define ND_GRAMMAR_ASCII 1u   /* names, keys and enum values as ensure_ascii writes them (Needle 2);
+                                 without it non-ASCII characters are themselves (Needle 3) */
+#define ND_GRAMMAR_NEEDLE3 2u /* the makers' Needle 3 engine's grammar additions (grammar_v3_rules.c):
+                                 implied number ranges, enums mined from descriptions, and values
+                                 grounded in the conversation (nd_grammar_set_context) */
+
 /* needle_grammar_new_shared whose call array holds at least min_calls calls
- * (when there are tools): an extraction must call its one tool. ascii: the
- * names, keys and enum values are written as ensure_ascii writes them (1,
- * Needle 2) or with non-ASCII characters as themselves (0, Needle 3). */
+ * (when there are tools): an extraction must call its one tool. flags: the
+ * ND_GRAMMAR_* bits above (0: Needle 3's literals without its additions). */
 needle_grammar *nd_grammar_new_calls(const needle_vocab *vocab, const char *tools_json, size_t len,
-                                     int32_t end_token, uint32_t min_calls, int ascii, needle_error *err);
+                                     int32_t end_token, uint32_t min_calls, unsigned flags, needle_error *err);
+
+/* The conversation that grounded values must come from (ND_GRAMMAR_NEEDLE3):
+ * a string value of a property named "id" or "*_id", or declared
+ * "grounded": true, must stay a substring of text as it grows, byte by
+ * byte; a number value too (grammar_ground.c). The grammar keeps a copy,
+ * indexed (the caller's buffer grows and is cut between turns, and the
+ * index makes each byte one step), so text need not outlive the call; only
+ * its last 64 KiB are kept. An empty text (the state a grammar starts in)
+ * grounds nothing. Setting the same text again keeps the remembered masks;
+ * another text retires those that read it. Out of memory, grounding is off
+ * until the next call. Set it between call arrays (after
+ * needle_grammar_reset, before a turn's first byte): a grounded value open
+ * across the change would be checked against the wrong text. Modules built
+ * without ND_NEEDLE3 ground nothing and ignore it. */
+void nd_grammar_set_context(needle_grammar *g, const char *text, size_t len);
 
 /* Feeds raw bytes as if a token carried them: returns NEEDLE_OK when every
  * byte keeps the output a valid prefix (the state advances), otherwise

@@ -12,7 +12,12 @@
  *
  * Nothing here recurses with the input: a string is written by a loop over
  * its code points (an explicit stack of choices for variants), and values
- * nest through minval at most ND_MAX_DEPTH frames deep. */
+ * nest through minval at most ND_MAX_DEPTH frames deep.
+ *
+ * Grounded values (grammar_ground.c) come from the context: an open one is
+ * finished with the bytes that follow it there, a new one is "" or the
+ * shortest number the context holds. They have no variants: an array that
+ * needs distinct items of them may find no completion. */
 #include "grammar/grammar_internal.h"
 
 #include <stdio.h>
@@ -367,7 +372,22 @@ static int lit_tail(cx *x, const gnode *n, uint32_t a, uint32_t b, uint32_t c, u
     return 1;
 }
 
-static int minval(cx *x, int32_t id, int depth, long v);
+static int value(cx *x, int32_t id, int depth, long v, int gk);
+/* A value of node id from scratch in a frame at depth, the v-th variant. */
+static int minval(cx *x, int32_t id, int depth, long v) { return value(x, id, depth, v, -1); }
+
+/* The value of key i of object n (a frame at depth): a grounded key's as
+ * the matcher starts it. */
+static int keyval(cx *x, const gnode *n, uint32_t i, int depth, long v) {
+    int gk = x->g && (n->grounded >> i & 1) ? (int)(n->required >> i & 1) : -1;
+    return value(x, n->kids[i], depth + 1, v, gk);
+}
+
+/* Keys of n the context closes now (grammar_ground.c). */
+static uint64_t closed_keys(const cx *x, const gnode *n) {
+    int reads = 0;
+    return x->g && n->grounded ? nd_ground_closed(x->g, n, &reads) : 0;
+}
 
 /* 1 when item equals an item in spans, the just-closed item, or a new one. */
 static int is_dup(const cx *x, int32_t spans, const char *extra, size_t nextra, const size_t *offs,
@@ -423,7 +443,7 @@ static int64_t key_cost(const graph *gr, const gnode *n, uint32_t i, int depth) 
  * leading ones first) with minimal values, then '}'. need: a key must come
  * (after a ','); v > 0 varies the first value (or adds the cheapest key). */
 static int obj_rest(cx *x, const gnode *n, uint64_t seen, int comma, int need, int depth, long v) {
-    uint64_t want = n->required & ~seen, open = nd_open_keys(x->gr, n, seen, depth);
+    uint64_t want = n->required & ~seen, open = nd_open_keys(x->gr, n, seen, depth) & ~closed_keys(x, n);
     long vfirst = v;
     if (!want && (need || v > 0)) {
         int64_t best = ND_INF;
@@ -440,17 +460,31 @@ static int obj_rest(cx *x, const gnode *n, uint64_t seen, int comma, int need, i
             if (comma) sb_ch(&x->o, ',');
             comma = 1;
             sb_put(&x->o, n->lits[i].s, n->lits[i].n), sb_ch(&x->o, ':');
-            if (!minval(x, n->kids[i], depth + 1, first ? vfirst : 0)) return 0;
+            if (!keyval(x, n, i, depth, first ? vfirst : 0)) return 0;
             first = 0;
         }
     sb_ch(&x->o, '}');
     return !x->o.bad;
 }
 
+/* A grounded leaf's value from scratch: "" or a number the context holds. */
+static int ground_fresh(cx *x, const gnode *n, int32_t id) {
+    if (n->kind == K_STR) { sb_put(&x->o, "\"\"", 2); return !x->o.bad; }
+    frame w;
+    char num[ND_NUM_DIGITS + 4];
+    size_t len;
+    memset(&w, 0, sizeof w);
+    w.parent = -1, w.node = id, w.ph = N_START; /* c = 0: the context's root */
+    if (!nd_ground_num_rest(x->g, &w, n, num, &len)) return 0;
+    sb_put(&x->o, num, len);
+    return !x->o.bad;
+}
+
 /* A value of node id from scratch (a frame at depth), the v-th variant. An
  * ALT's alternatives are leaves (the graph is flattened), tried cheapest
- * first at this depth. */
-static int minval(cx *x, int32_t id, int depth, long v) {
+ * first at this depth. gk: -1, or the value is a grounded key's (1 when the
+ * key is required). */
+static int value(cx *x, int32_t id, int depth, long v, int gk) {
     const graph *gr = x->gr;
     const gnode *n = &gr->v[id];
     if (--x->work < 0 || x->o.bad) return 0;
@@ -467,13 +501,16 @@ static int minval(cx *x, int32_t id, int depth, long v) {
         for (uint32_t t = 0; t < nk && !ok && x->work >= 0; t++) {
             size_t mark = x->o.n;
             int32_t kid = n->kids[order[((uint32_t)(v % nk) + t) % nk]];
-            if (gr->v[kid].kind != K_ALT && nd_cost(gr, kid, depth) != ND_INF_COST) ok = minval(x, kid, depth, v / nk);
+            if (gr->v[kid].kind != K_ALT && nd_cost(gr, kid, depth) != ND_INF_COST) ok = value(x, kid, depth, v / nk, gk);
             if (!ok) x->o.n = mark;
         }
         free(order);
         return ok;
     }
     if (nd_cost(gr, id, depth) == ND_INF_COST) return 0;
+    int mode = gk >= 0 ? nd_ground_leaf(x->g, id, gk) : ND_G_FREE;
+    if (mode == ND_G_NONE) return 0;
+    if (mode == ND_G_SUB) return ground_fresh(x, n, id);
     switch (n->kind) {
     case K_LIT: return lit_tail(x, n, 0, n->nlits, 0, 0, v);
     case K_STR: sb_ch(&x->o, '"'); return str_rest(x, n, 0, 0, v);
@@ -490,7 +527,8 @@ static int minval(cx *x, int32_t id, int depth, long v) {
 
 /* O_KEY: finish the cheapest open key in the narrowed range, its value, the rest. */
 static int key_close(cx *x, const gnode *n, const frame *w, long v) {
-    uint64_t seen = (uint64_t)w->x, open = nd_open_keys(x->gr, n, seen, w->depth), req = n->required & ~seen;
+    uint64_t seen = (uint64_t)w->x, open = nd_open_keys(x->gr, n, seen, w->depth) & ~closed_keys(x, n);
+    uint64_t req = n->required & ~seen;
     int64_t best = ND_INF + 1;
     int32_t pick = -1;
     for (uint32_t i = (uint32_t)w->a; i < (uint32_t)w->b; i++) {
@@ -500,7 +538,35 @@ static int key_close(cx *x, const gnode *n, const frame *w, long v) {
     }
     if (pick < 0) return 0;
     sb_put(&x->o, n->lits[pick].s + w->c, n->lits[pick].n - (size_t)w->c), sb_ch(&x->o, ':');
-    return minval(x, n->kids[pick], w->depth + 1, v) && obj_rest(x, n, seen | 1ull << pick, 1, 0, w->depth, 0);
+    return keyval(x, n, (uint32_t)pick, w->depth, v) && obj_rest(x, n, seen | 1ull << pick, 1, 0, w->depth, 0);
+}
+
+/* Closes a grounded value with the bytes the context holds after it: a
+ * string's partial character or escape, then its quote; a number's rest. */
+static int ground_close(cx *x, const frame *w, const gnode *n) {
+    const needle_grammar *g = x->g;
+    int32_t state = (int32_t)w->y;
+    if (n->kind == K_NUM) {
+        char num[ND_NUM_DIGITS + 4];
+        size_t len;
+        if (!nd_ground_num_rest(g, w, n, num, &len)) return 0;
+        sb_put(&x->o, num, len);
+        return !x->o.bad;
+    }
+    if (w->ph == S_ESC) {
+        static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+        int i = 0;
+        while (i < 8 && nd_ground_step(g, state, (uint8_t)to[i]) < 0) i++;
+        if (i == 8) return 0;
+        sb_ch(&x->o, from[i]);
+    } else if (w->ph == S_UTF) { /* the character's rest, where the text first ends */
+        size_t avail;
+        const uint8_t *rest = nd_ground_after(g, state, &avail);
+        if (avail < w->sub) return 0;
+        sb_put(&x->o, (const char *)rest, w->sub);
+    } else if (w->ph != S_BODY) return 0; /* no \u escape in a grounded string */
+    sb_ch(&x->o, '"');
+    return !x->o.bad;
 }
 
 /* Closes the head frame's own value (variant v). */
@@ -508,6 +574,7 @@ static int close_head(cx *x, const frame *w, long v) {
     const needle_grammar *g = x->g;
     const gnode *n = &g->gr.v[w->node];
     uint64_t seen = (uint64_t)w->x;
+    if (w->ground) return ground_close(x, w, n);
     switch (n->kind) {
     case K_LIT: return lit_tail(x, n, (uint32_t)w->a, (uint32_t)w->b, (uint32_t)w->c, n->nlits <= 64 ? nd_used_mask(g, w) : 0, v);
     case K_STR: return str_close(x, n, w, v);
@@ -524,7 +591,7 @@ static int close_head(cx *x, const frame *w, long v) {
         case O_KEY: return key_close(x, n, w, v);
         case O_COLON: sb_ch(&x->o, ':'); /* fall through */
         case O_VALSTART:
-            return minval(x, n->kids[(int)w->y], w->depth + 1, v) &&
+            return keyval(x, n, (uint32_t)w->y, w->depth, v) &&
                    obj_rest(x, n, seen | 1ull << (int)w->y, 1, 0, w->depth, 0);
         }
     }

@@ -52,6 +52,7 @@ typedef struct {
     uint32_t nkids;
     uint64_t required;  /* OBJ: bits of required keys */
     uint64_t leading;   /* OBJ: keys that must all come before any other */
+    uint64_t grounded;  /* OBJ: keys whose string and number values come from the context (Needle 3) */
     nd_dfa *dfa;        /* STR */
     uint32_t minlen, maxlen;
     int F;              /* NUM: fraction digits; bounds/multiple scaled by 10^F */
@@ -89,6 +90,8 @@ typedef struct {
     int32_t a, b, c; /* LIT/key: range lo, hi, matched length; STR: dfa state, length, utf8 size;
                         NUM: int digits, fraction digits; ARR: count, item start, spans */
     uint32_t u;      /* STR: partial code point / high surrogate */
+    uint8_t ground;  /* STR/NUM: the text must stay a substring of the context (grammar_ground.c);
+                        its state in the context's automaton is then STR: y, NUM: c */
     nd_num x, y;     /* NUM: int part, fraction; OBJ: seen keys, chosen key; ARR: used values;
                         STR: partial low surrogate */
 } frame;
@@ -136,9 +139,26 @@ typedef struct {
     uint32_t nkey;
     uint64_t hash;
     int keyed;              /* key and hash describe g->cur */
+    int with_ctx;           /* the key ends with the context's number (grammar_cache.c) */
     uint32_t turn;          /* the slot a full set gives up next */
     uint64_t hits, walks;  /* masks served from memory, masks walked */
 } nd_mask_cache;
+
+/* ---- the context grounded values come from (grammar_ground.c) ---- */
+/* A state of the context's suffix automaton: the length of its longest
+ * text, its suffix link, where its texts first end, its first transition. */
+typedef struct { int32_t len, link, first, edges; } nd_sam_node;
+typedef struct { int32_t to, next; uint8_t byte; } nd_sam_edge; /* next: the state's next transition */
+
+typedef struct {
+    uint8_t *text;      /* n bytes as held (invalid UTF-8 as NUL), then the n given (to spot the same text again) */
+    size_t n;           /* 0: no context, nothing grounded */
+    nd_sam_node *node;  /* the automaton: node[0] is the root */
+    nd_sam_edge *edge;
+    int32_t nnode, nedge;
+    uint64_t gen;       /* which context: masks that read it are remembered under it */
+    uint8_t *num_ok;    /* per graph node: a grounded NUM with a value in this context */
+} nd_context;
 
 /* ---- the grammar ---- */
 struct needle_grammar {
@@ -157,13 +177,16 @@ struct needle_grammar {
     int32_t end_token;
     int done, oom;
     nd_mask_cache cache;
+    nd_context cx;      /* what grounded values come from */
+    int ctx_read;       /* the mask walk in progress consulted the context */
+    int grounds;        /* some object has grounded keys */
 };
 
 /* ---- the functions one part calls in another ---- */
 /* grammar_schema.c. Compiles the tools array into gr: the call array with
  * at least min_calls calls (when there are tools). NEEDLE_OK, or an error
  * in err. */
-int nd_build_graph(graph *gr, const nd_jv *tools, uint32_t min_calls, int ascii, needle_error *err);
+int nd_build_graph(graph *gr, const nd_jv *tools, uint32_t min_calls, unsigned flags, needle_error *err);
 void nd_graph_free(graph *gr);
 
 /* grammar_match.c. Pushes a copy of w on the frame arena: its index, or -1
@@ -186,6 +209,11 @@ void nd_arena_compact(needle_grammar *g);
 uint64_t nd_used_mask(const needle_grammar *g, const frame *w);
 /* JSON equality of two item texts (what uniqueItems means). */
 int nd_text_equal(const char *x, size_t nx, const char *y, size_t ny);
+/* Bytes of number frame w's text so far. */
+size_t nd_num_len(const frame *w);
+/* Advances number frame w by byte b when it continues the number's text
+ * (digits, '-', '.'; no bounds checked): 1, else 0 and w unchanged. */
+int nd_num_step(const gnode *n, frame *w, int b);
 /* 1 when the number frame w may end here (bounds, multipleOf, unique). */
 int nd_num_end_ok(const needle_grammar *g, const frame *w, const gnode *n);
 /* 1 when scaled value v passes node n's bounds and multipleOf, exactly and
@@ -205,6 +233,57 @@ double nd_num_double(nd_num v, int F);
 /* Keys that may come next in object n after keys seen, in a frame at depth
  * (keys whose value cannot be written at depth + 1 are left out). */
 uint64_t nd_open_keys(const graph *gr, const gnode *n, uint64_t seen, int depth);
+
+typedef struct { size_t at, n; } nd_mined; /* a span of a description: a value it lists */
+/* grammar_ground.c: how a leaf value under a grounded key is written (unchecked; a substring of
+ * the context; never: the context holds none). */
+enum { ND_G_FREE, ND_G_SUB, ND_G_NONE };
+
+#ifdef ND_NEEDLE3
+/* grammar_v3_rules.c: the Needle 3 engine's rules as facts about names and
+ * descriptions (the schema compiler applies them). */
+/* The range a number property's name implies when its schema gives none:
+ * bit 1 with *lo, bit 2 with *hi, 0 for none. */
+int nd_v3_name_range(const char *name, size_t n, int *lo, int *hi);
+/* 1 when values of a property of this name are grounded ("id", "*_id"). */
+int nd_v3_grounded_name(const char *name, size_t n);
+/* The values a description lists: *count spans of desc (malloc'd; NULL and
+ * 0 when it lists none, or out of memory). */
+nd_mined *nd_v3_mine(const char *desc, size_t len, size_t *count);
+
+/* grammar_ground.c: values checked against the context. The ND_G_* mode
+ * of a leaf value under a grounded key: */
+int nd_ground_leaf(const needle_grammar *g, int32_t leaf, int required);
+/* Optional grounded keys of object n that no value can follow in this
+ * context; *reads set to 1 when the answer depends on the context. */
+uint64_t nd_ground_closed(const needle_grammar *g, const gnode *n, int *reads);
+/* The state of a grounded text followed by byte b, from its state (0: the
+ * empty text); -1 when the context holds no such text. */
+int32_t nd_ground_step(const needle_grammar *g, int32_t state, uint8_t b);
+/* A short escape (\n, \", ...) may follow the grounded text in state. */
+int nd_ground_esc_ok(const needle_grammar *g, int32_t state);
+/* The context's bytes after the first place the text in state ends (*avail of them). */
+const uint8_t *nd_ground_after(const needle_grammar *g, int32_t state, size_t *avail);
+/* A grounded number frame w (its state in c) can still end as a number n
+ * accepts with bytes the context holds after it: 1, with such a rest in
+ * out[0..*len) (out: at least ND_NUM_DIGITS + 4 bytes, or NULL), the first
+ * in a fixed order; 0 when none. */
+int nd_ground_num_rest(const needle_grammar *g, const frame *w, const gnode *n, char *out, size_t *len);
+void nd_context_free(nd_context *x);
+#else
+/* Needle 2 modules (no ND_NEEDLE3) compile the additions out: no rule
+ * applies, nothing is grounded, and the code that asks folds away. */
+static inline int nd_v3_name_range(const char *name, size_t n, int *lo, int *hi) { return 0; }
+static inline int nd_v3_grounded_name(const char *name, size_t n) { return 0; }
+static inline nd_mined *nd_v3_mine(const char *desc, size_t len, size_t *count) { *count = 0; return NULL; }
+static inline int nd_ground_leaf(const needle_grammar *g, int32_t leaf, int required) { return ND_G_FREE; }
+static inline uint64_t nd_ground_closed(const needle_grammar *g, const gnode *n, int *reads) { return 0; }
+static inline int32_t nd_ground_step(const needle_grammar *g, int32_t state, uint8_t b) { return -1; }
+static inline int nd_ground_esc_ok(const needle_grammar *g, int32_t state) { return 0; }
+static inline const uint8_t *nd_ground_after(const needle_grammar *g, int32_t state, size_t *avail) { *avail = 0; return NULL; }
+static inline int nd_ground_num_rest(const needle_grammar *g, const frame *w, const gnode *n, char *out, size_t *len) { return 0; }
+static inline void nd_context_free(nd_context *x) {}
+#endif
 
 /* grammar_cache.c. get: 1 when g->allowed now holds the mask of g->cur,
  * remembered; else 0, and put (after the walk fills g->allowed) keeps it. */

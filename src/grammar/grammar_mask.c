@@ -142,13 +142,13 @@ static void dfs(needle_grammar *g, int32_t node, int depth) {
 }
 
 /* Fast path: one head inside a free string (in a pattern's state that
- * accepts anything after it, not near maxLength) allows every plain piece;
- * only the few special ones are walked. */
+ * accepts anything after it, not near maxLength, not grounded) allows every
+ * plain piece; only the few special ones are walked. */
 static int mask_fast(needle_grammar *g) {
     if (g->cur.n != 1 || g->cur.h[0] < 0) return 0;
     const frame *f = &g->fr[g->cur.h[0]];
     const gnode *n = &g->gr.v[f->node];
-    if (n->kind != K_STR || f->ph != S_BODY || !n->dfa->any[f->a] ||
+    if (n->kind != K_STR || f->ph != S_BODY || !n->dfa->any[f->a] || f->ground ||
         (n->maxlen != UINT32_MAX && (uint64_t)f->b + ND_MAX_PIECE > n->maxlen))
         return 0;
     const needle_vocab *v = g->vocab;
@@ -175,6 +175,7 @@ static void allowed_tokens(needle_grammar *g, int remember, int fast) {
         return;
     }
     if (remember && nd_mask_cache_get(g)) return;
+    g->ctx_read = 0; /* the walk notes whether it reads the context (grammar_cache.c) */
     if (!fast || !mask_fast(g)) {
         g->hs[0] = g->cur;
         dfs(g, 0, 0);

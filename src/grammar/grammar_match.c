@@ -27,7 +27,12 @@
  *   cost table says a minimal value of it fits below that depth, so no
  *   prefix dead-ends on the depth bound.
  * - The call stack per byte is bounded (start -> run -> finish -> run of the
- *   parent): nothing here recurses with the input. */
+ *   parent): nothing here recurses with the input.
+ * - Grounded values (Needle 3, grammar_ground.c): a frame started under a
+ *   grounded key carries ground; its string or number text is stepped
+ *   through the context as well. The mask walk notes in g->ctx_read every
+ *   decision that read the context, so its mask is remembered under that
+ *   context only (grammar_cache.c). */
 #include "grammar/grammar_internal.h"
 
 #include <math.h>
@@ -53,18 +58,26 @@ static void emit(needle_grammar *g, const frame *w, heads *o) { nd_heads_add(o, 
 static void run(needle_grammar *g, frame w, int b, heads *o);
 
 /* Starts a value of node (an ALT's alternatives are never ALTs: the graph is
- * flattened when it is built) in a frame at depth, fed byte b. */
+ * flattened when it is built) in a frame at depth, fed byte b. The value of
+ * a grounded key starts each alternative as grammar_ground.c says. */
 static void start(needle_grammar *g, int32_t node, int32_t parent, int depth, int b, heads *o) {
     const gnode *n = &g->gr.v[node];
     uint32_t nk = n->kind == K_ALT ? n->nkids : 1;
     if (parent == -1) return;
+    const frame *pf = &g->fr[parent]; /* read before any push moves the arena */
+    const gnode *pn = &g->gr.v[pf->node];
+    int key = pn->kind == K_OBJ ? (int)pf->y : 0, grounded = pn->kind == K_OBJ && (pn->grounded >> key & 1);
+    int required = (int)(pn->required >> key & 1);
+    if (grounded) g->ctx_read = 1;
     for (uint32_t i = 0; i < nk; i++) {
         int32_t id = n->kind == K_ALT ? n->kids[i] : node;
         const gnode *m = &g->gr.v[id];
         if (m->kind == K_ALT || nd_cost(&g->gr, id, depth) == ND_INF_COST) continue;
+        int mode = grounded ? nd_ground_leaf(g, id, required) : ND_G_FREE;
+        if (mode == ND_G_NONE) continue;
         frame w;
         memset(&w, 0, sizeof w);
-        w.parent = parent, w.node = id, w.depth = (uint16_t)depth;
+        w.parent = parent, w.node = id, w.depth = (uint16_t)depth, w.ground = mode == ND_G_SUB;
         if (m->kind == K_LIT) w.b = (int32_t)m->nlits;
         run(g, w, b, o);
     }
@@ -234,6 +247,15 @@ static int str_dup_trap(const needle_grammar *g, const frame *w, const gnode *n)
     return dup;
 }
 
+/* A grounded string takes byte b (decoded) when its text with b is still in
+ * the context. */
+static int ground_byte(const needle_grammar *g, frame *w, uint8_t b) {
+    int32_t to = nd_ground_step(g, (int32_t)w->y, b);
+    if (to < 0) return 0;
+    w->y = to;
+    return 1;
+}
+
 static int str_advance(const needle_grammar *g, const gnode *n, frame *w, uint32_t cp) {
     const nd_dfa *d = n->dfa;
     if ((uint32_t)w->b >= n->maxlen) return 0;
@@ -251,10 +273,12 @@ static void run_str_body(needle_grammar *g, frame w, int b, heads *o, const gnod
     }
     if (b == '\\') {
         w.ph = S_ESC;
-        if (str_cp_ok(n, w.a, len, 0, 0x10FFFF)) emit(g, &w, o);
+        if (str_cp_ok(n, w.a, len, 0, 0x10FFFF) && (!w.ground || nd_ground_esc_ok(g, (int32_t)w.y)))
+            emit(g, &w, o);
         return;
     }
     if (b < 0x20) return;
+    if (w.ground && !ground_byte(g, &w, (uint8_t)b)) return;
     if (b < 0x80) { if (str_advance(g, n, &w, (uint32_t)b)) emit(g, &w, o); return; }
     int k = b >= 0xF5 ? 0 : b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC2 ? 2 : 0;
     if (!k) return;
@@ -269,13 +293,14 @@ static void run_str(needle_grammar *g, frame w, int b, heads *o) {
     const gnode *n = &g->gr.v[w.node];
     uint32_t len = (uint32_t)w.b;
     int h = nd_hex_digit((uint32_t)b);
+    if (w.ground) g->ctx_read = 1;
     switch (w.ph) {
     case S_OPEN:
         if (b == '"') { w.ph = S_BODY; emit(g, &w, o); }
         return;
     case S_BODY: run_str_body(g, w, b, o, n); return;
     case S_UTF: {
-        if ((b & 0xC0) != 0x80) return;
+        if ((b & 0xC0) != 0x80 || (w.ground && !ground_byte(g, &w, (uint8_t)b))) return;
         w.u = w.u << 6 | ((uint32_t)b & 63);
         w.sub--;
         uint32_t min = w.c == 2 ? 0x80 : w.c == 3 ? 0x800 : 0x10000;
@@ -289,8 +314,9 @@ static void run_str(needle_grammar *g, frame w, int b, heads *o) {
     case S_ESC: {
         static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
         const char *f = b ? strchr(from, b) : NULL;
+        if (f && w.ground && !ground_byte(g, &w, (uint8_t)to[f - from])) return;
         if (f) { if (str_advance(g, n, &w, (uint8_t)to[f - from])) emit(g, &w, o); return; }
-        if (b == 'u' && str_unit_ok(n, w.a, len, 0, 0xFFFF)) { w.ph = S_U, w.sub = 0, w.u = 0; emit(g, &w, o); }
+        if (b == 'u' && !w.ground && str_unit_ok(n, w.a, len, 0, 0xFFFF)) { w.ph = S_U, w.sub = 0, w.u = 0; emit(g, &w, o); }
         return;
     }
     case S_U: {
@@ -418,31 +444,46 @@ int nd_num_end_ok(const needle_grammar *g, const frame *w, const gnode *n) {
     return nd_num_first(n, v, v, nd_used_mask(g, w), NULL);
 }
 
-static void run_num(needle_grammar *g, frame w, int b, heads *o) {
-    const gnode *n = &g->gr.v[w.node];
+size_t nd_num_len(const frame *w) {
+    return (size_t)w->sub + (size_t)w->a + (w->ph == N_DOT || w->ph == N_FRAC ? 1 + (size_t)w->b : 0);
+}
+
+int nd_num_step(const gnode *n, frame *w, int b) {
     if (b >= '0' && b <= '9') {
         int d = b - '0';
-        if (w.ph == N_START || w.ph == N_SIGN) w.x = d, w.a = 1, w.ph = N_INT;
-        else if (w.ph == N_INT) {
-            if (w.x == 0 || w.a + 1 > ND_NUM_DIGITS - n->F) return;
-            w.x = w.x * 10 + d, w.a++;
+        if (w->ph == N_START || w->ph == N_SIGN) w->x = d, w->a = 1, w->ph = N_INT;
+        else if (w->ph == N_INT) {
+            if (w->x == 0 || w->a + 1 > ND_NUM_DIGITS - n->F) return 0;
+            w->x = w->x * 10 + d, w->a++;
         } else {
-            if (w.b + 1 > n->F) return;
-            w.y = w.y * 10 + d, w.b++, w.ph = N_FRAC;
+            if (w->b + 1 > n->F) return 0;
+            w->y = w->y * 10 + d, w->b++, w->ph = N_FRAC;
         }
-        if (num_viable(g, &w, n)) emit(g, &w, o);
+        return 1;
+    }
+    if (b == '-' && w->ph == N_START) { w->sub = 1, w->ph = N_SIGN; return 1; }
+    if (b == '.' && w->ph == N_INT && n->F > 0) { w->ph = N_DOT; return 1; }
+    return 0;
+}
+
+/* A grounded number takes byte b (w before it, v after) when its text with
+ * b is in the context and runs on there to a number n accepts. */
+static int ground_num_ok(needle_grammar *g, const frame *w, frame *v, const gnode *n, int b) {
+    int32_t to = nd_ground_step(g, w->c, (uint8_t)b);
+    if (to < 0) return 0;
+    v->c = to;
+    return nd_ground_num_rest(g, v, n, NULL, NULL);
+}
+
+static void run_num(needle_grammar *g, frame w, int b, heads *o) {
+    const gnode *n = &g->gr.v[w.node];
+    frame v = w;
+    if (w.ground) g->ctx_read = 1;
+    if (nd_num_step(n, &v, b)) {
+        if (w.ground ? ground_num_ok(g, &w, &v, n, b) : num_viable(g, &v, n)) emit(g, &v, o);
         return;
     }
-    if (b == '-' && w.ph == N_START) {
-        w.sub = 1, w.ph = N_SIGN;
-        if (num_viable(g, &w, n)) emit(g, &w, o);
-        return;
-    }
-    if (b == '.' && w.ph == N_INT && n->F > 0) {
-        w.ph = N_DOT;
-        if (num_viable(g, &w, n)) emit(g, &w, o);
-        return;
-    }
+    if (b >= '0' && b <= '9') return; /* a digit never ends a number */
     if (nd_num_end_ok(g, &w, n)) finish(g, &w, 0, b, o);
 }
 
@@ -488,6 +529,7 @@ static void run_obj(needle_grammar *g, frame w, int b, heads *o) {
     const gnode *n = &g->gr.v[w.node];
     uint64_t seen = (uint64_t)w.x;
     uint64_t open = w.ph == O_COLON || w.ph == O_VALSTART || w.ph == O_OPEN ? 0 : nd_open_keys(&g->gr, n, seen, w.depth);
+    if (open && n->grounded) open &= ~nd_ground_closed(g, n, &g->ctx_read);
     switch (w.ph) {
     case O_OPEN: if (b == '{') { w.ph = O_FIRST; emit(g, &w, o); } return;
     case O_AFTER:

@@ -39,7 +39,21 @@
  *   the output limit is refused at compile time, naming its pointer. An
  *   optional recursive property stays allowed (up to ND_MAX_DEPTH frames).
  * - Nesting: the tools JSON may nest ND_TOOLS_JSON_DEPTH levels (grammar.c),
- *   a schema ND_SCHEMA_DEPTH levels of subschemas (counting $ref hops). */
+ *   a schema ND_SCHEMA_DEPTH levels of subschemas (counting $ref hops).
+ * - "grounded" is an annotation like "description": accepted everywhere,
+ *   acted on only with ND_GRAMMAR_NEEDLE3.
+ * - ND_GRAMMAR_NEEDLE3 adds the makers' engine's rules (grammar_v3_rules.c):
+ *   a number property whose "type" is "integer" or "number", with no bound
+ *   of either draft, gets the range its name implies (dropped when
+ *   multipleOf leaves no value in it); a string schema (or one without a
+ *   type, or with a type list) with no enum or const whose description
+ *   lists values becomes the enum of those values that pass its own
+ *   pattern, format and lengths (not for "required": true or grounded
+ *   properties; nothing passing, it stays as it was); keys named "id" or
+ *   "*_id", or declared "grounded": true, are marked grounded on their
+ *   object (grammar_ground.c checks their values). A property's name and
+ *   grounding reach through $ref and a single allOf, not into anyOf/oneOf
+ *   branches, as the engine reads them. */
 #include "grammar/grammar_internal.h"
 
 #include <math.h>
@@ -72,6 +86,10 @@ void nd_graph_free(graph *gr) {
     free(gr->v), free(gr->cost);
 }
 
+/* A property's name as its object declares it, and whether its value is
+ * grounded (ND_GRAMMAR_NEEDLE3 only). */
+typedef struct { const char *s; size_t n; int grounded; } propref;
+
 /* A oneOf whose branches are checked once the graph is complete. */
 typedef struct { int32_t *alts; uint32_t n; size_t ptr; size_t tool; } oneof_check;
 
@@ -98,6 +116,8 @@ typedef struct {
     size_t noneofs, coneofs;
     const nd_jv *tools;
     int ascii;              /* literals as ensure_ascii writes them (nd_jv_compact) */
+    int v3;                 /* ND_GRAMMAR_NEEDLE3: the engine's rules */
+    propref prop;           /* the property the next schema compiled is the value of */
 } cc;
 
 /* The pointer as shown: long ones keep their head and tail (whole UTF-8
@@ -527,12 +547,39 @@ static int scale_multiple(const numkw *kw, gnode *n, int integer) {
     return dec_scale(&kw->md, n->F, 1, &n->mult, &exact) || !exact;
 }
 
-static int32_t compile_number(cc *c, const nd_jv *s, int integer) {
+/* Needle 3: the range a property's name implies (grammar_v3_rules.c), as
+ * inclusive bound keywords of kw (which has none): their count. jv and txt
+ * hold the bounds' values. */
+static int implied_bounds(const char *name, size_t len, gnode *n, numkw *kw, nd_jv jv[2], char txt[2][8]) {
+    int lo = 0, hi = 0, have = name ? nd_v3_name_range(name, len, &lo, &hi) : 0, added = 0;
+    for (int i = 0; i < 2; i++) {
+        if (!(have >> i & 1)) continue;
+        int v = i ? hi : lo;
+        snprintf(txt[i], sizeof txt[i], "%d", v);
+        memset(&jv[i], 0, sizeof jv[i]);
+        jv[i].type = ND_JNUMBER, jv[i].str = txt[i], jv[i].len = strlen(txt[i]), jv[i].num = v;
+        nbound *b = &kw->b[kw->nb++];
+        b->key = i ? "maximum" : "minimum", b->v = &jv[i], b->is_min = !i, b->excl = 0;
+        dec_parse(jv[i].str, jv[i].len, &b->x);
+        if (!i) n->dlo = v, n->dlo_ex = 0, n->has_dlo = 1;
+        else n->dhi = v, n->dhi_ex = 0, n->has_dhi = 1;
+        added++;
+    }
+    return added;
+}
+
+/* name: the property's name for Needle 3's implied range (NULL: none). */
+static int32_t compile_number(cc *c, const nd_jv *s, int integer, const char *name, size_t nlen) {
     gnode n = {0};
     numkw kw = {0};
-    int F, Fmax;
+    nd_jv jv[2];
+    char txt[2][8];
+    int F = 0, Fmax = 0;
     n.kind = K_NUM, n.items = -1, n.integer = (uint8_t)integer;
-    if (read_num_keywords(c, s, &n, &kw) || choose_digits(c, &kw, integer, &F, &Fmax)) return -1;
+    if (read_num_keywords(c, s, &n, &kw)) return -1;
+    int implied = kw.nb == 0 ? implied_bounds(name, nlen, &n, &kw, jv, txt) : 0;
+    if (choose_digits(c, &kw, integer, &F, &Fmax)) return -1; /* the implied bounds need no more digits */
+    int F0 = F;
     for (;; F++) { /* more fraction digits while no value is found (exclusive bounds close together) */
         n.F = F, n.lo = -ND_MAXMAG, n.hi = ND_MAXMAG;
         if (scale_multiple(&kw, &n, integer)) {
@@ -543,6 +590,10 @@ static int32_t compile_number(cc *c, const nd_jv *s, int integer) {
         for (int i = 0; i < kw.nb; i++)
             if (apply_bound(c, &n, &kw.b[i])) return -1;
         if (n.lo <= n.hi && num_exists(&n)) break;
+        if (F >= Fmax && implied) { /* multipleOf leaves nothing in the implied range: the schema's own */
+            kw.nb = 0, implied = 0, n.has_dlo = n.has_dhi = 0, F = F0 - 1;
+            continue;
+        }
         if (F >= Fmax) {
             if (integer) return cfail(c, "no integer satisfies the bounds%s", kw.m ? " and multipleOf" : "");
             return cfail(c, "no number satisfies the bounds%s (numbers here have at most %d digits, %d after the point)",
@@ -596,6 +647,17 @@ static int32_t compile_array(cc *c, const nd_jv *s) {
     return id;
 }
 
+static const nd_jv *resolve_ref(const nd_jv *root, const char *ref, size_t n);
+
+/* A property schema says "grounded": true, itself or in the schema its
+ * $ref names (the engine reads a $ref's target in its place). */
+static int declared_grounded(const cc *c, const nd_jv *s) {
+    const nd_jv *g = s->type == ND_JOBJECT ? nd_jv_get(s, "grounded") : NULL, *r = g ? NULL : nd_jv_get(s, "$ref");
+    if (r && r->type == ND_JSTRING && (s = resolve_ref(c->root, r->str, r->len)) && s->type == ND_JOBJECT)
+        g = nd_jv_get(s, "grounded");
+    return g && g->type == ND_JTRUE;
+}
+
 static int32_t compile_object(cc *c, const nd_jv *s) {
     const nd_jv *props = nd_jv_get(s, "properties"), *req = nd_jv_get(s, "required");
     const nd_jv *ap = nd_jv_get(s, "additionalProperties");
@@ -610,7 +672,7 @@ static int32_t compile_object(cc *c, const nd_jv *s) {
     if (np > 64) return cfail(c, "%s", "more than 64 properties");
     lit *keys = calloc(np ? np : 1, sizeof *keys);
     int32_t *vals = calloc(np ? np : 1, sizeof *vals);
-    uint8_t *isreq = calloc(np ? np : 1, 1);
+    uint8_t *isreq = calloc(np ? np : 1, 2), *isground = isreq ? isreq + (np ? np : 1) : NULL;
     int32_t id = -1;
     if (!keys || !vals || !isreq) { oom(c); goto out; }
     for (size_t i = 0; i < np; i++) {
@@ -631,6 +693,8 @@ static int32_t compile_object(cc *c, const nd_jv *s) {
         size_t s1, s2;
         path_push(c, "properties", 10, &s1);
         path_push(c, k->key, k->klen, &s2);
+        isground[i] = (uint8_t)(c->v3 && (nd_v3_grounded_name(k->key, k->klen) || declared_grounded(c, k)));
+        c->prop = (propref){k->key, k->klen, isground[i]};
         vals[i] = compile(c, k);
         path_pop(c, s1);
         if (vals[i] < 0) goto out;
@@ -655,13 +719,15 @@ static int32_t compile_object(cc *c, const nd_jv *s) {
                 lit t = keys[i]; keys[i] = keys[j], keys[j] = t;
                 int32_t v = vals[i]; vals[i] = vals[j], vals[j] = v;
                 uint8_t q = isreq[i]; isreq[i] = isreq[j], isreq[j] = q;
+                q = isground[i], isground[i] = isground[j], isground[j] = q;
             }
-    uint64_t required = 0;
-    for (size_t i = 0; i < np; i++) required |= (uint64_t)isreq[i] << i;
+    uint64_t required = 0, grounded = 0;
+    for (size_t i = 0; i < np; i++) required |= (uint64_t)isreq[i] << i, grounded |= (uint64_t)isground[i] << i;
     id = new_node(c, K_OBJ);
     if (id < 0) goto out;
     gnode *o = &c->gr->v[id];
     o->lits = keys, o->nlits = (uint32_t)np, o->kids = vals, o->nkids = (uint32_t)np, o->required = required;
+    o->grounded = grounded;
     o->closed = ap && ap->type == ND_JFALSE;
     free(isreq);
     return id;
@@ -682,7 +748,7 @@ static int32_t any_node(cc *c) {
     int32_t k[5] = {str_node(c, "^[^]*$", 6, 0, UINT32_MAX, 1), -1, lit_from_words(c, words, 3), -1, -1};
     nd_jv none = {0};
     none.type = ND_JOBJECT;
-    k[1] = compile_number(c, &none, 0);
+    k[1] = compile_number(c, &none, 0, NULL, 0);
     k[3] = new_node(c, K_ARR);
     k[4] = new_node(c, K_OBJ); /* no keys, additional ones allowed: any object */
     int32_t *kids = malloc(sizeof k);
@@ -695,7 +761,7 @@ static int32_t any_node(cc *c) {
 
 /* ---- keywords, $ref, anyOf/oneOf, enum, types ---- */
 static const char *const ignored_kw[] = {"description", "title", "default", "examples", "$schema",
-    "$id", "$comment", "$defs", "definitions"};
+    "$id", "$comment", "$defs", "definitions", "grounded"};
 static const char *const constraint_kw[] = {"type", "properties", "required", "additionalProperties",
     "enum", "const", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
     "minLength", "maxLength", "pattern", "format", "items", "minItems", "maxItems", "uniqueItems",
@@ -880,12 +946,13 @@ static int infer_types(const nd_jv *s) {
     return t;
 }
 
-static int32_t compile_typed(cc *c, const nd_jv *s, int type) {
+/* name: the property's name when Needle 3 may imply a range (NULL: none). */
+static int32_t compile_typed(cc *c, const nd_jv *s, int type, const char *name, size_t nlen) {
     static const char *const bools[] = {"false", "true"}, *const nulls[] = {"null"};
     switch (type) {
     case T_STRING: return compile_string(c, s);
-    case T_INTEGER: return compile_number(c, s, 1);
-    case T_NUMBER: return compile_number(c, s, 0);
+    case T_INTEGER: return compile_number(c, s, 1, name, nlen);
+    case T_NUMBER: return compile_number(c, s, 0, name, nlen);
     case T_BOOLEAN: return lit_from_words(c, bools, 2);
     case T_NULL: return lit_from_words(c, nulls, 1);
     case T_OBJECT: return compile_object(c, s);
@@ -893,9 +960,78 @@ static int32_t compile_typed(cc *c, const nd_jv *s, int type) {
     }
 }
 
+/* 1 when the decoded string s[0..len) is a value of string node n. */
+static int str_accepts(const gnode *n, const char *s, size_t len) {
+    size_t k;
+    uint32_t *cp = nd_utf8_to_cps(s, len, &k);
+    int32_t st = 0;
+    for (size_t i = 0; cp && i < k && st >= 0; i++) st = n->dfa->next[(size_t)st * n->dfa->nclasses + nd_dfa_class(n->dfa, cp[i])];
+    int ok = cp && st >= 0 && n->dfa->accept[st] && k >= n->minlen && k <= n->maxlen;
+    free(cp);
+    return ok;
+}
+
+/* 1 when schema s has one of the keywords kws. */
+static int in_any(const nd_jv *s, const char *const *kws, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (nd_jv_get(s, kws[i])) return 1;
+    return 0;
+}
+
+/* The string node of s's own string keywords, for testing mined values:
+ * its id, -2 when s has none, -3 when they do not compile (the schema's own
+ * compile reports that, or not, as before), -1 when out of memory. */
+static int32_t string_checker(cc *c, const nd_jv *s) {
+    static const char *const kws[] = {"minLength", "maxLength", "pattern", "format"};
+    if (!in_any(s, kws, N_OF(kws))) return -2;
+    needle_error mine, *theirs = c->err;
+    size_t plen = c->plen;
+    memset(&mine, 0, sizeof mine);
+    c->err = &mine;
+    int32_t id = compile_string(c, s);
+    c->err = theirs;
+    path_pop(c, plen);
+    if (id < 0 && mine.code == NEEDLE_E_NOMEM) return oom(c);
+    return id < 0 ? -3 : id;
+}
+
+/* Needle 3: a schema with no enum or const whose description lists values
+ * (grammar_v3_rules.c) is the enum of those its own string keywords accept.
+ * Not for a "required": true or grounded property, nor through $ref (the
+ * engine reads the target's description). Its id, -1 on an error, -2 when
+ * the rule does not apply. */
+static int32_t mined_enum(cc *c, const nd_jv *s, int grounded) {
+    const nd_jv *d = nd_jv_get(s, "description"), *t = nd_jv_get(s, "type");
+    const nd_jv *req = nd_jv_get(s, "required"), *gr = nd_jv_get(s, "grounded");
+    if (!d || d->type != ND_JSTRING || nd_jv_get(s, "enum") || nd_jv_get(s, "const") || nd_jv_get(s, "$ref")) return -2;
+    if (t && t->type != ND_JARRAY && !(t->type == ND_JSTRING && is_word(t->str, t->len, "string"))) return -2;
+    if (grounded || (req && req->type == ND_JTRUE) || (gr && gr->type == ND_JTRUE)) return -2;
+    size_t n;
+    nd_mined *m = nd_v3_mine(d->str, d->len, &n);
+    if (!m) return -2;
+    int32_t check = string_checker(c, s);
+    if (check == -3) { free(m); return -2; }
+    lit *ls = check == -1 ? NULL : calloc(n, sizeof *ls);
+    uint32_t w = 0;
+    for (size_t i = 0; ls && i < n; i++) {
+        const char *v = d->str + m[i].at;
+        if (check >= 0 && !str_accepts(&c->gr->v[check], v, m[i].n)) continue;
+        size_t len = nd_json_string(v, m[i].n, c->ascii, NULL, 0);
+        if (!(ls[w].s = malloc(len + 1))) { while (w) free(ls[--w].s); free(ls), ls = NULL; break; }
+        ls[w].n = nd_json_string(v, m[i].n, c->ascii, ls[w].s, len + 1);
+        ls[w++].s[len] = 0;
+    }
+    free(m);
+    if (!ls) return check == -1 ? -1 : oom(c);
+    if (!w) { free(ls); return -2; }
+    return lit_node(c, ls, w);
+}
+
 /* Recursion here follows the schema: at most ND_SCHEMA_DEPTH levels (the
  * JSON parser bounds the rest), however long the schema. */
 static int32_t compile(cc *c, const nd_jv *s) {
+    propref prop = c->prop; /* whose value s is: taken here, so the schemas inside do not see it */
+    c->prop = (propref){NULL, 0, 0};
     if (++c->depth > ND_SCHEMA_DEPTH) {
         c->depth--;
         return cfail(c, "schema nests deeper than %d levels (subschemas and $ref hops)", ND_SCHEMA_DEPTH);
@@ -915,11 +1051,13 @@ static int32_t compile(cc *c, const nd_jv *s) {
         }
         constraints++;
     }
+    if (c->v3 && (id = mined_enum(c, s, prop.grounded)) != -2) goto out;
+    id = -1;
     const nd_jv *ref = nd_jv_get(s, "$ref"), *any = nd_jv_get(s, "anyOf"), *one = nd_jv_get(s, "oneOf");
     const nd_jv *all = nd_jv_get(s, "allOf"), *t = nd_jv_get(s, "type");
     if (ref || any || one || all) {
         if (constraints > 1) { cfail(c, "%s", "$ref/anyOf/oneOf/allOf with sibling constraints are unsupported"); goto out; }
-        if (ref) id = compile_ref(c, ref);
+        if (ref) c->prop = prop, id = compile_ref(c, ref); /* the target is still this property's value */
         else if (any || one) id = compile_anyof(c, any ? any : one, any ? "anyOf" : "oneOf");
         else if (all->type != ND_JARRAY || all->n != 1) {
             size_t save;
@@ -929,9 +1067,11 @@ static int32_t compile(cc *c, const nd_jv *s) {
             size_t save, s2;
             path_push(c, "allOf", 5, &save);
             path_push(c, "0", 1, &s2);
+            c->prop = prop;
             id = compile(c, &all->kids[0]);
             path_pop(c, save);
         }
+        c->prop = (propref){NULL, 0, 0}; /* a $ref compiled before took nothing */
         goto out;
     }
     int types = 0;
@@ -945,9 +1085,10 @@ static int32_t compile(cc *c, const nd_jv *s) {
     if ((types & T_NUMBER) && (types & T_INTEGER)) types &= ~T_INTEGER; /* number covers integer */
     int32_t alts[8];
     uint32_t n = 0;
+    int named = c->v3 && t && t->type == ND_JSTRING; /* the engine implies ranges for a plain "type" only */
     for (int k = 0; k < 7; k++)
         if (types >> k & 1) {
-            if ((alts[n] = compile_typed(c, s, 1 << k)) < 0) goto out;
+            if ((alts[n] = compile_typed(c, s, 1 << k, named ? prop.s : NULL, prop.n)) < 0) goto out;
             n++;
         }
     id = alt_node(c, alts, n);
@@ -1173,11 +1314,12 @@ static int check_tools(cc *c, const int32_t *argv) {
 }
 
 /* The call array: [ {"name":<tool>,"arguments":<parameters>} ... ]. */
-int nd_build_graph(graph *gr, const nd_jv *tools, uint32_t min_calls, int ascii, needle_error *err) {
+int nd_build_graph(graph *gr, const nd_jv *tools, uint32_t min_calls, unsigned flags, needle_error *err) {
     if (tools->type != ND_JARRAY) return nd_fail(err, NEEDLE_E_SCHEMA, "tools: must be a JSON array");
     if (tools->n > 1024) return nd_fail(err, NEEDLE_E_SCHEMA, "tools: more than 1024 tools");
     cc c = {0};
-    c.gr = gr, c.err = err, c.any = -1, c.tools = tools, c.ascii = ascii;
+    c.gr = gr, c.err = err, c.any = -1, c.tools = tools;
+    c.ascii = (flags & ND_GRAMMAR_ASCII) != 0, c.v3 = (flags & ND_GRAMMAR_NEEDLE3) != 0;
     int32_t *calls = malloc((tools->n ? tools->n : 1) * sizeof *calls);
     int32_t *argv = malloc((tools->n ? tools->n : 1) * sizeof *argv);
     int rc = -1;

@@ -18,6 +18,7 @@
 #include "format/json.h"
 #include "needle.h"
 #include "platform.h"
+#include "random_vocab.h"
 #include "grammar/regex.h"
 
 /* ---- a test tokenizer blob (spec section 6) ---- */
@@ -723,33 +724,9 @@ static int cmp_double(const void *a, const void *b) {
 /* Mask cost per step over a synthetic 8192-piece vocabulary (256 bytes plus
  * random pieces of 1-8 characters): median and p99 over random walks. */
 static void test_mask_timing(void) {
-    buf b = {0};
     uint32_t n = 8192;
-    put_u32(&b, n), put_u32(&b, 0), put_u32(&b, 1), put_u32(&b, 2), put_u32(&b, 3);
-    uint8_t flags[4] = {1, 1, 0, 0};
-    put(&b, flags, 4);
-    piece(&b, "<pad>", 5, 2), piece(&b, "</s>", 4, 2), piece(&b, "<s>", 3, 2), piece(&b, "<unk>", 5, 1);
-    piece(&b, "</tool_call>", 12, 3);
-    for (int i = 0; i < 256; i++) { char s[8]; snprintf(s, sizeof s, "<0x%02X>", i); piece(&b, s, 6, 4); }
-    static const char alpha[] = "abcdefghijklmnopqrstuvwxyz0123456789\"{}[]:,_- .";
-    rng_state = 7;
-    static char seen[16384][12]; /* open addressing: surfaces must be distinct */
-    memset(seen, 0, sizeof seen);
-    for (uint32_t i = 261; i < n;) {
-        char s[12] = {0};
-        int len = 1 + (int)(rnd() % 8);
-        for (int k = 0; k < len; k++) s[k] = alpha[rnd() % (sizeof alpha - 1)];
-        uint32_t h = 2166136261u;
-        for (int k = 0; k < len; k++) h = (h ^ (uint8_t)s[k]) * 16777619u;
-        while (seen[h % 16384][0] && strcmp(seen[h % 16384], s)) h++;
-        if (seen[h % 16384][0]) continue;
-        strcpy(seen[h % 16384], s);
-        piece(&b, s, (size_t)len, 0);
-        i++;
-    }
     needle_error err;
-    needle_tokenizer *big = needle_tokenizer_load(b.p, b.n, &err);
-    free(b.p);
+    needle_tokenizer *big = random_tokenizer(n, 7, &err);
     CHECK(big, "big tokenizer: %s", err.message);
     if (!big) return;
     needle_vocab *bv = needle_vocab_new(big, &err);
