@@ -417,7 +417,8 @@ export interface Envelope {
   type: 'call' | 'respond';
   success: boolean;
   error: string | null;
-  error_code: number | null;
+  /** A STATUS code, or Needle 3's 'truncated': the token budget ran out before any call was closed. */
+  error_code: number | 'truncated' | null;
   function_calls: FunctionCall[];
   /** Needle 3 only: the calls withheld because their confidence is under 0.1 (function_calls is then empty). */
   suppressed_calls?: FunctionCall[];
@@ -425,8 +426,10 @@ export interface Envelope {
    *  contain, and whether that text holds a negating word (no, not, never, ...n't). */
   validation?: { ungrounded: string[]; negation: boolean };
   reasoning: string;
-  /** min(confidence head, decode probability), the decode probability exp(mean log p) of the turn's sampled
-   *  tokens: the reasoning's and the call's (Needle 3: the call's). null when the archive has no confidence head. */
+  /** Needle 2: min(confidence head, decode probability), the decode probability exp(mean log p) of the turn's
+   *  sampled reasoning and call tokens; null when the archive has no confidence head. Needle 3: the makers'
+   *  rule, never null: the smallest probability of a call token among the tokens the engine visits (with no
+   *  call token, the geometric mean of the reasoning tokens' probabilities). */
   confidence: number | null;
   /** Needle 3 only: the confidence head's own score (the makers' engine never reads it). */
   confidence_head?: number;

@@ -7,11 +7,14 @@
  * reset() can rewind to them. needle_agent_step() produces one piece at a
  * time (so callers can stream the reasoning); markers are forced, the
  * reasoning is free, the calls are constrained by the tools' grammar.
- * Needle 3 (needle3-model.md section 8) differs in three places: its system
- * text is stripped, its JSON keeps non-ASCII characters as themselves
- * (tools, tool results and the grammar's literals), and its reasoning sits
- * between newlines ("<think>\n...\n</think>": the model writes them, the
- * envelope strips them).
+ * Needle 3 (needle3-model.md section 8) differs: its JSON keeps non-ASCII
+ * characters as themselves (tools, tool results and the grammar's
+ * literals), and its reasoning sits between newlines ("<think>\n...\n
+ * </think>": the model writes them, the envelope strips them). Its tools,
+ * system text and tool results are rendered as the makers' engine rewrites
+ * them (toolset.h, system_facts.h: needle3-engine.md section 1), its calls
+ * go out in the caller's names, and its turn spends the budget and scores
+ * confidence by that engine's rules (sections 2 and 3).
  *
  * Ownership: the agent owns its session, sampler, grammar and buffers; the
  * model must outlive it. */
@@ -29,8 +32,11 @@
 #include "grammar/grammar.h"
 #include "format/json.h"
 #include "format/tokenizer.h"
+#include "agent/call_prob.h"
 #ifdef ND_NEEDLE3
 #include "agent/postprocess.h"
+#include "agent/system_facts.h"
+#include "agent/toolset.h"
 #endif
 
 /* Limits, checked before any prefill so a hostile tool set or text fails at
@@ -139,11 +145,31 @@ struct needle_agent {
     int pp_withhold;
     uint8_t *string_bytes_of; /* [vocab]: bytes a token adds to a string it is in (up to a '"') */
     uint32_t longest_piece;   /* the largest of them */
+    /* Needle 3: the tools as the engine normalises them (toolset.h), built
+     * by init, where the whole list is known; NULL before, and for Needle 2. */
+    struct nd_toolset *toolset;
+    /* Needle 3's confidence by the makers' rule (call_prob.h): the least
+     * engine probability of the call's tokens; the first byte of each
+     * token's text, and a copy of the step's mask taken before sampling. */
+    int16_t *first_byte_of;
+    nd_call_prob call_prob;
+    float *fits;
+    double call_min_p;
+    int truncated;            /* Needle 3: the budget ended the list before any call closed */
 };
+
+/* Needle 3's reasoning tokens under a budget of max_new steps: the makers'
+ * engine forces "</think>" once 32 steps or fewer are left, counting its
+ * forced "<think>" (needle3-engine.md section 2). */
+static uint32_t reasoning_budget_v3(uint32_t max_new) { return max_new > 33 ? max_new - 33 : 0; }
 
 /* Whether the agent runs Needle 3's chat format and envelope (needle3-model.md
  * sections 8 and 9): a constant 0 in the modules built without Needle 3. */
 static int is_v3(const needle_agent *a) { return ND_IS_V3(&a->model->archive.geometry); }
+
+/* The call grammar's flags: Needle 2's literals as ensure_ascii writes them,
+ * or Needle 3's engine rules (grammar.h). */
+static unsigned grammar_flags(const needle_agent *a) { return is_v3(a) ? ND_GRAMMAR_NEEDLE3 : ND_GRAMMAR_ASCII; }
 
 /* ---- small containers -------------------------------------------------- */
 
@@ -269,10 +295,12 @@ static size_t token_text(const needle_agent *a, int32_t id, char *out, size_t ca
  * track_strings counts them. */
 static int measure_pieces(needle_agent *a) {
     a->string_bytes_of = malloc(a->vocab);
-    if (!a->string_bytes_of) return NEEDLE_E_NOMEM;
+    a->first_byte_of = malloc(a->vocab * sizeof *a->first_byte_of);
+    if (!a->string_bytes_of || !a->first_byte_of) return NEEDLE_E_NOMEM;
     char text[256];
     for (uint32_t id = 0; id < a->vocab; id++) {
         size_t len = token_text(a, (int32_t)id, text, sizeof text), n = 0;
+        a->first_byte_of[id] = len ? (int16_t)(unsigned char)text[0] : -1;
         for (size_t i = 0; i < len && text[i] != '"'; i++, n++)
             if (text[i] == '\\') i++; /* an escape is one byte of the string */
         /* A lone UTF-8 lead byte needs room for its whole character. */
@@ -282,6 +310,18 @@ static int measure_pieces(needle_agent *a) {
         if (n > a->longest_piece) a->longest_piece = (uint32_t)n;
     }
     return NEEDLE_OK;
+}
+
+/* Needle 3: what the makers' confidence rule needs (call_prob.h). */
+static int start_call_prob(needle_agent *a) {
+#ifdef ND_NEEDLE3
+    a->fits = malloc(a->vocab * sizeof *a->fits);
+    if (!a->fits) return NEEDLE_E_NOMEM;
+    return nd_call_prob_init(&a->call_prob, a->first_byte_of, a->vocab, a->marker[M_CALL_END], a->marker[M_IM_END]);
+#else
+    (void)a;
+    return NEEDLE_OK;
+#endif
 }
 
 needle_agent *needle_agent_new(const needle_model *model, needle_error *err) {
@@ -309,7 +349,8 @@ needle_agent *needle_agent_new(const needle_model *model, needle_error *err) {
     a->masked = malloc(a->vocab * sizeof *a->masked);
     a->pool_mark = malloc(nd_session_pool_bytes(model));
     a->pool_prefix = malloc(nd_session_pool_bytes(model));
-    if (!a->logits || !a->masked || !a->pool_mark || !a->pool_prefix || measure_pieces(a)) {
+    if (!a->logits || !a->masked || !a->pool_mark || !a->pool_prefix || measure_pieces(a) ||
+        (is_v3(a) && start_call_prob(a))) {
         needle_agent_free(a);
         nd_fail(err, NEEDLE_E_NOMEM, "out of memory creating an agent");
         return NULL;
@@ -342,7 +383,14 @@ void needle_agent_free(needle_agent *a) {
     needle_session_free(a->embedding);
     free(a->logits), free(a->masked);
     free(a->pool_mark), free(a->pool_prefix), free(a->turn_text.data), free(a->string_bytes_of);
+    free(a->first_byte_of), free(a->fits);
+#ifdef ND_NEEDLE3
+    nd_call_prob_free(&a->call_prob);
+#endif
     free(a->pp_system.data), free(a->pp_conversation.data), free(a->pp_calls), free(a->tools_text.data);
+#ifdef ND_NEEDLE3
+    nd_toolset_free(a->toolset);
+#endif
     free(a);
 }
 
@@ -406,6 +454,10 @@ int needle_agent_add_tool(needle_agent *a, const char *json, size_t len, needle_
     }
     a->tools[a->tool_count++] = text;
     a->embeddings_given = 0; /* saved embeddings were for the old tool list */
+#ifdef ND_NEEDLE3
+    nd_toolset_free(a->toolset); /* init normalises the new list */
+    a->toolset = NULL;
+#endif
     end_conversation(a);
     return NEEDLE_OK;
 }
@@ -423,12 +475,22 @@ void needle_agent_set_sampling(needle_agent *a, float temperature, uint32_t top_
                                     repetition_penalty, seed);
 }
 
+/* Tool i as the prompt renders it: for Needle 3 as the engine normalises
+ * it, once init has built the toolset; else the caller's compact JSON. */
+static const char *tool_text(const needle_agent *a, uint32_t i) {
+#ifdef ND_NEEDLE3
+    const char *text = a->toolset ? nd_toolset_text(a->toolset, i) : NULL;
+    if (text) return text;
+#endif
+    return a->tools[i];
+}
+
 /* "[tool,tool,...]": the tools listed in `which` (all of them when NULL). */
 static int render_tools(const needle_agent *a, const uint32_t *which, uint32_t n, buffer *out) {
     int status = buffer_str(out, "[");
     for (uint32_t i = 0; i < n && !status; i++) {
         if (i) status = buffer_str(out, ",");
-        if (!status) status = buffer_str(out, a->tools[which ? which[i] : i]);
+        if (!status) status = buffer_str(out, tool_text(a, which ? which[i] : i));
     }
     return status ? status : buffer_str(out, "]");
 }
@@ -463,7 +525,7 @@ static int embed_tools(needle_agent *a, needle_error *err) {
     a->tool_embeddings = malloc((size_t)a->tool_count * a->embed_dim * sizeof(float));
     if (!a->tool_embeddings) return nd_fail(err, NEEDLE_E_NOMEM, "out of memory embedding tools");
     for (uint32_t i = 0; i < a->tool_count; i++) {
-        int status = embed(a, a->tools[i], a->tool_embeddings + (size_t)i * a->embed_dim, err);
+        int status = embed(a, tool_text(a, i), a->tool_embeddings + (size_t)i * a->embed_dim, err);
         if (status) return status;
     }
     return NEEDLE_OK;
@@ -532,8 +594,9 @@ static void rank_tools(const needle_agent *a, const float *q, uint32_t *chosen) 
 
 /* ---- the conversation ---------------------------------------------------- */
 
-/* Python's str.strip() for ASCII whitespace: Needle 3 strips the system text
- * and the reasoning (needle3-model.md section 8). */
+/* Python's str.strip() for ASCII whitespace: Needle 3's envelope strips the
+ * reasoning (needle3-model.md section 8). Its system text is kept as given,
+ * as the makers' engine keeps it (needle-rs engine-rules.md, DECODING). */
 static const char *strip(const char *s, size_t *len) {
     static const char space[] = " \t\n\r\v\f";
     while (*len && memchr(space, s[*len - 1], sizeof space - 1)) --*len;
@@ -556,7 +619,7 @@ static int open_conversation(needle_agent *a, needle_error *err) {
     free(a->tools_text.data);
     a->tools_text = (buffer){0};
     size_t system_len = a->system.len;
-    const char *system = is_v3(a) ? strip(a->system.data, &system_len) : a->system.data;
+    const char *system = a->system.data;
     if (!status && system_len) {
         status = put_markup(&text, "<|im_start|>system\n");
         if (!status) status = put_caller(&text, system, system_len);
@@ -574,7 +637,7 @@ static int open_conversation(needle_agent *a, needle_error *err) {
                          "declare fewer or shorter tools", a->prefix.len, MAX_TOOLS_BLOCK_TOKENS);
     if (!status) {
         a->grammar = nd_grammar_new_calls(a->vocab_trie, tools.data, tools.len, a->marker[M_CALL_END],
-                                          a->require_call ? 1 : 0, !is_v3(a), err);
+                                          a->require_call ? 1 : 0, grammar_flags(a), err);
         if (!a->grammar) status = err ? err->code : NEEDLE_E_SCHEMA;
     }
     if (!status) {
@@ -595,9 +658,7 @@ static int open_conversation(needle_agent *a, needle_error *err) {
 static int remember_system(needle_agent *a) {
     a->pp_system.len = a->pp_conversation.len = 0;
     if (!is_v3(a)) return NEEDLE_OK;
-    size_t len = a->system.len;
-    const char *system = strip(a->system.data, &len);
-    if (buffer_put(&a->pp_system, system ? system : "", len)) return NEEDLE_E_NOMEM;
+    if (buffer_put(&a->pp_system, a->system.data ? a->system.data : "", a->system.len)) return NEEDLE_E_NOMEM;
 #ifdef ND_NEEDLE3
     a->pp_system.len = nd_pp_grounding_text(a->pp_system.data, a->pp_system.len, a->pp_system.data);
 #endif
@@ -616,20 +677,45 @@ static int remember_turn(needle_agent *a, const char *text, size_t len) {
     return NEEDLE_OK;
 }
 
+/* Needle 3's inputs as the engine rewrites them before it renders the
+ * prompt (needle3-engine.md section 1): the system text as facts
+ * (system_facts.h), the tools normalised over the whole list (toolset.h).
+ * Needle 2 renders both as given. */
+static int normalise_inputs(needle_agent *a, needle_error *err) {
+#ifdef ND_NEEDLE3
+    nd_toolset_free(a->toolset);
+    a->toolset = NULL;
+    if (!is_v3(a)) return NEEDLE_OK;
+    size_t n = 0;
+    char *facts = nd_system_facts(a->system.data ? a->system.data : "", a->system.len, &n);
+    a->system.len = 0;
+    int status = facts ? buffer_put(&a->system, facts, n) : NEEDLE_E_NOMEM;
+    free(facts);
+    if (status) return nd_fail(err, status, "out of memory storing the system text");
+    return nd_toolset_new((const char *const *)a->tools, a->tool_count, &a->toolset, err);
+#else
+    (void)a, (void)err;
+    return NEEDLE_OK;
+#endif
+}
+
 int needle_agent_init(needle_agent *a, const char *system, size_t len, needle_error *err) {
     end_conversation(a);
     a->system.len = 0;
     if (len && buffer_put(&a->system, system, len))
         return nd_fail(err, NEEDLE_E_NOMEM, "out of memory storing the system text");
+    int status = normalise_inputs(a, err);
+    if (status) return status;
     a->conversation.len = 0;
     a->earlier_text_bytes = 0;
     if (remember_system(a)) return nd_fail(err, NEEDLE_E_NOMEM, "out of memory storing the system text");
     /* Compiling the grammar of every declared tool reports schema errors at
      * init, naming the tool, even when retrieval later renders only five. */
     buffer all = {0};
-    int status = render_tools(a, NULL, a->tool_count, &all);
+    status = render_tools(a, NULL, a->tool_count, &all);
     needle_grammar *g = status ? NULL
-                               : nd_grammar_new_calls(a->vocab_trie, all.data, all.len, a->marker[M_CALL_END], 0, !is_v3(a), err);
+                               : nd_grammar_new_calls(a->vocab_trie, all.data, all.len, a->marker[M_CALL_END], 0,
+                                                      grammar_flags(a), err);
     free(all.data);
     if (!g) return status ? nd_fail(err, NEEDLE_E_NOMEM, "out of memory") : (err ? err->code : NEEDLE_E_SCHEMA);
     needle_grammar_free(g);
@@ -657,20 +743,35 @@ static int feed(needle_agent *a, const int32_t *ids, size_t n, needle_error *err
     return status;
 }
 
+/* A tool result as its turn carries it, once it has parsed as JSON: Needle
+ * 2's compact JSON; for Needle 3 the engine's compaction, an object wrapped
+ * in a list (system_facts.h). *out is malloc'd. */
+static int result_text(const needle_agent *a, const char *text, size_t len, char **out, size_t *n,
+                       needle_error *err) {
+    *out = NULL;
+    *n = nd_json_compact(text, len, !is_v3(a), NULL, 0, err);
+    if (!*n) return err ? err->code : NEEDLE_E_ARGUMENT;
+#ifdef ND_NEEDLE3
+    if (is_v3(a)) *out = nd_tool_result_text(text, len, n);
+#endif
+    if (!is_v3(a) && (*out = malloc(*n + 1))) nd_json_compact(text, len, 1, *out, *n + 1, err);
+    return *out ? NEEDLE_OK : nd_fail(err, NEEDLE_E_NOMEM, "out of memory");
+}
+
 /* The turn's text (spec section 7, runtime convention for later turns). */
 static int render_turn(needle_agent *a, const char *text, size_t len, idlist *out,
                        needle_error *err) {
     rendering r = {0};
     int first = a->conversation.len == 0, status = 0;
     if (a->turn_kind == NEEDLE_TURN_TOOL_RESULT) {
-        size_t n = nd_json_compact(text, len, !is_v3(a), NULL, 0, err);
-        char *compact = n ? malloc(n + 1) : NULL;
-        if (!compact) return n ? nd_fail(err, NEEDLE_E_NOMEM, "out of memory") : err ? err->code : NEEDLE_E_ARGUMENT;
-        nd_json_compact(text, len, !is_v3(a), compact, n + 1, err);
-        status = put_markup(&r, "\n<|im_start|>user\n<tool_result>");
-        if (!status) status = put_caller(&r, compact, n);
+        char *result;
+        size_t n;
+        if ((status = result_text(a, text, len, &result, &n, err))) return status;
+        /* Needle 3's engine gives a result a turn of its own role. */
+        status = put_markup(&r, is_v3(a) ? "\n<|im_start|>tool\n<tool_result>" : "\n<|im_start|>user\n<tool_result>");
+        if (!status) status = put_caller(&r, result, n);
         if (!status) status = put_markup(&r, "</tool_result>");
-        free(compact);
+        free(result);
     } else {
         status = put_markup(&r, first ? "\n" : "\n<|im_start|>user\n");
         if (!status) status = put_caller(&r, text, len);
@@ -734,8 +835,11 @@ int needle_agent_begin(needle_agent *a, const char *text, size_t len, int kind,
     a->reasoning.len = a->calls.len = a->pending.len = a->forcing.len = a->forcing_pos = 0;
     a->generated = a->call_sampled = a->reasoning_sampled = a->prefill_count = 0;
     a->call_logp = a->reasoning_logp = a->prefill_ms = a->decode_ms = 0;
+    a->call_min_p = 1;
+    a->truncated = 0;
     a->max_new = max_new_tokens ? max_new_tokens : 256;
-    a->reasoning_max = a->max_new / 4 < 256 ? a->max_new / 4 : 256; /* the rest is for calls */
+    a->reasoning_max = is_v3(a) ? reasoning_budget_v3(a->max_new)
+                                : a->max_new / 4 < 256 ? a->max_new / 4 : 256; /* the rest is for calls */
     a->turn_text.len = 0;
     a->turn_text_bytes = len;
     a->in_string = a->escaped = 0;
@@ -833,19 +937,33 @@ static int32_t sample(needle_agent *a, double *logp) {
     return token;
 }
 
-/* Ends the reasoning: "</think>\n<tool_call>" is forced, then the calls.
- * Needle 3's reasoning ends with a newline (the model writes it); one cut
- * short by the budget gets it forced. */
-static int close_reasoning(needle_agent *a, int budget, char *out, size_t cap, size_t *out_len) {
-    int status = force(a, is_v3(a) && budget ? "\n</think>\n<tool_call>" : "</think>\n<tool_call>", out, cap, out_len);
+static void finish_turn(needle_agent *a);
+static char *decode_all(const needle_agent *a, const idlist *ids, size_t *len);
+
+/* Ends the reasoning: "</think>\n<tool_call>" is forced, then the calls. */
+static int close_reasoning(needle_agent *a, char *out, size_t cap, size_t *out_len) {
+    int status = force(a, "</think>\n<tool_call>", out, cap, out_len);
     if (status >= 0) a->phase = P_CALL;
     return status;
 }
 
-static int step_reasoning(needle_agent *a, char *out, size_t cap, size_t *out_len) {
-    if (a->generated >= a->reasoning_max) return close_reasoning(a, 1, out, cap, out_len);
-    memcpy(a->masked, a->logits, a->vocab * sizeof *a->masked);
-    /* Free text: anything but control pieces and markers other than </think>. */
+/* Ids the makers' Needle 3 engine masks at every step: <|im_start|>, the
+ * tools and the tool-result markers (call_prob.c masks the same). */
+static const int32_t ENGINE_BASE_BANS[] = {4, 8, 9, 12, 13};
+
+/* The reasoning's free text. Needle 2: anything but control pieces and
+ * markers other than </think>. Needle 3, as the makers' engine decodes it:
+ * its base bans, <think>, <tool_call> and </tool_call>; <|im_end|> and </s>
+ * end the turn with no call, unless a call is required (an extraction). */
+static void mask_reasoning(needle_agent *a) {
+    if (is_v3(a)) {
+        for (size_t i = 0; i < sizeof ENGINE_BASE_BANS / sizeof *ENGINE_BASE_BANS; i++)
+            if ((uint32_t)ENGINE_BASE_BANS[i] < a->vocab) a->masked[ENGINE_BASE_BANS[i]] = -INFINITY;
+        a->masked[a->marker[M_THINK]] = a->masked[a->marker[M_CALL]] = a->masked[a->marker[M_CALL_END]] = -INFINITY;
+        if (a->require_call) a->masked[a->marker[M_IM_END]] = -INFINITY;
+        if (a->require_call && a->eos >= 0) a->masked[a->eos] = -INFINITY;
+        return;
+    }
     for (int which = 0; which < 4; which++) {
         int32_t id = needle_tokenizer_special(a->tok, which);
         if (id >= 0) a->masked[id] = -INFINITY;
@@ -854,12 +972,30 @@ static int step_reasoning(needle_agent *a, char *out, size_t cap, size_t *out_le
         if (m != M_THINK_END) a->masked[a->marker[m]] = -INFINITY;
     for (int m = 0; m < EXTRA_MARKERS; m++)
         if (a->extra[m] >= 0) a->masked[a->extra[m]] = -INFINITY;
+}
+
+/* Needle 3: the reasoning wrote <|im_end|> or </s>: the turn ends with no call. */
+static int end_without_call(needle_agent *a, int32_t token, char *out, size_t cap, size_t *out_len) {
+    needle_error err;
+    int status = feed(a, &token, 1, &err);
+    if (status) return fail_turn(a, status, err.message);
+    finish_turn(a);
+    *out_len = 0;
+    (void)out, (void)cap;
+    return NEEDLE_STEP_MARKER;
+}
+
+static int step_reasoning(needle_agent *a, char *out, size_t cap, size_t *out_len) {
+    if (a->generated >= a->reasoning_max) return close_reasoning(a, out, cap, out_len);
+    memcpy(a->masked, a->logits, a->vocab * sizeof *a->masked);
+    mask_reasoning(a);
     double logp;
     int32_t token = sample(a, &logp);
     a->generated++;
-    a->reasoning_logp += logp;
-    a->reasoning_sampled++;
-    if (token == a->marker[M_THINK_END]) return close_reasoning(a, 0, out, cap, out_len);
+    int ends = token == a->marker[M_THINK_END] || (is_v3(a) && (token == a->eos || token == a->marker[M_IM_END]));
+    if (!is_v3(a) || !ends) a->reasoning_logp += logp, a->reasoning_sampled++; /* the engine's mean skips them */
+    if (token == a->marker[M_THINK_END]) return close_reasoning(a, out, cap, out_len);
+    if (ends) return end_without_call(a, token, out, cap, out_len);
     needle_error err;
     if (ids_put(&a->reasoning, &token, 1)) return fail_turn(a, NEEDLE_E_NOMEM, "out of memory");
     int status = feed(a, &token, 1, &err);
@@ -867,8 +1003,6 @@ static int step_reasoning(needle_agent *a, char *out, size_t cap, size_t *out_le
     *out_len = needle_decoder_push(a->decoder, token, out, cap);
     return NEEDLE_STEP_REASONING;
 }
-
-static void finish_turn(needle_agent *a);
 
 /* The token that writes exactly byte b: its one-character piece (for a
  * space, "▁", which a tokenizer may hold as a user-defined piece), else the
@@ -993,7 +1127,99 @@ static int32_t cycle_to_ban(const idlist *calls) {
     return -1;
 }
 
+/* ---- Needle 3's budget, as the makers' engine spends it ---------------------
+ * (needle3-engine.md section 2): nothing is forced. With four steps or fewer
+ * left a complete list is closed, and an open one closed with "]" when that
+ * completes it; a list the budget ends keeps the calls whose arguments
+ * closed, and with none the turn reports "truncated". The engine's step
+ * count holds, beside the reasoning's and the call's tokens, the forced
+ * "<think>", "</think>", newline and "<tool_call>". */
+#define CLOSING_STEPS 4
+#define ENGINE_FORCED_STEPS 4
+
+/* The length of the call list's text up to the end of its last complete
+ * element (after "[" and each "},"), 0 when no element closed. */
+static size_t closed_prefix(const char *text, size_t n) {
+    size_t keep = 0;
+    int depth = 0, in_string = 0, escaped = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = text[i];
+        if (in_string) {
+            if (escaped) escaped = 0;
+            else if (c == '\\') escaped = 1;
+            else if (c == '"') in_string = 0;
+        } else if (c == '"') {
+            in_string = 1;
+        } else if (c == '[' || c == '{') {
+            depth++;
+        } else if ((c == ']' || c == '}') && --depth == 1) {
+            keep = i + 1;
+        }
+    }
+    return keep;
+}
+
+/* The budget is spent with the list open: the calls that closed become the
+ * turn's calls, or none, and the turn is truncated. */
+static int cut_short(needle_agent *a, char *out, size_t cap, size_t *out_len) {
+    size_t n;
+    char *text = decode_all(a, &a->calls, &n);
+    if (!text) return fail_turn(a, NEEDLE_E_NOMEM, "out of memory");
+    size_t keep = closed_prefix(text, n);
+    a->truncated = keep == 0;
+    a->calls.len = 0;
+    int status = NEEDLE_OK;
+    needle_error err;
+    if (keep) {
+        text[keep] = ']';
+        status = encode_text(a, &a->calls, text, keep + 1, 0, &err);
+    }
+    free(text);
+    int32_t end = a->marker[M_IM_END];
+    if (!status) status = feed(a, &end, 1, &err);
+    if (status) return fail_turn(a, status, err.message);
+    finish_turn(a);
+    *out_len = 0;
+    (void)out, (void)cap;
+    return NEEDLE_STEP_MARKER;
+}
+
+/* Near the end of the budget: the token that closes the list, or -1 to go
+ * on sampling. */
+static int32_t closing_token(needle_agent *a) {
+    if (nd_grammar_complete(a->grammar)) return a->marker[M_CALL_END];
+    int32_t bracket = byte_token(a, ']');
+    return bracket >= 0 && nd_grammar_completion_after(a->grammar, bracket) == 0 ? bracket : -1;
+}
+
+static int step_call_v3(needle_agent *a, char *out, size_t cap, size_t *out_len) {
+    uint32_t spent = a->generated + ENGINE_FORCED_STEPS;
+    size_t left = spent < a->max_new ? a->max_new - spent : 0;
+    if (left == 0) return cut_short(a, out, cap, out_len);
+    int32_t closing = left <= CLOSING_STEPS ? closing_token(a) : -1;
+    if (closing >= 0) return take_call_token(a, closing, out, cap, out_len);
+    memcpy(a->masked, a->logits, a->vocab * sizeof *a->masked);
+    uint32_t allowed = needle_grammar_mask(a->grammar, a->masked);
+    if (allowed == 0) return cut_short(a, out, cap, out_len); /* a dead end */
+    int32_t banned = cycle_to_ban(&a->calls);
+    if (banned >= 0 && allowed > 1) a->masked[banned] = -INFINITY;
+    if (a->in_string) bound_string(a);
+    memcpy(a->fits, a->masked, a->vocab * sizeof *a->fits); /* the sampler may change a->masked */
+    double logp;
+    int32_t token = sample(a, &logp);
+    if (token != a->marker[M_CALL_END]) {
+#ifdef ND_NEEDLE3
+        double p = nd_call_prob_of(&a->call_prob, a->logits, a->fits, token);
+        if (p < a->call_min_p) a->call_min_p = p;
+#endif
+        a->call_logp += logp;
+        a->call_sampled++;
+    }
+    return take_call_token(a, token, out, cap, out_len);
+}
+
 static int step_call(needle_agent *a, char *out, size_t cap, size_t *out_len) {
+    if (is_v3(a)) return step_call_v3(a, out, cap, out_len);
     if (a->forcing.len || a->forcing_pos) return force_call_step(a, out, cap, out_len);
     size_t left = a->generated < a->max_new ? a->max_new - a->generated : 0;
     size_t need = needle_grammar_completion(a->grammar, NULL, 0);
@@ -1030,6 +1256,7 @@ static int begin_prefill(needle_agent *a) {
     a->turn_start = needle_session_position(a->session);
     nd_session_pool_save(a->session, a->pool_mark);
     needle_grammar_reset(a->grammar);
+    nd_grammar_set_context(a->grammar, a->pp_conversation.data, a->pp_conversation.len); /* grounded ids (Needle 3) */
     a->phase = P_PREFILL;
     return NEEDLE_STEP_PREFILL;
 }
@@ -1166,29 +1393,52 @@ static void postprocess_calls(needle_agent *a, const char *calls, size_t n) {
 static void finish_turn(needle_agent *a) {
     size_t n;
     char *calls = decode_all(a, &a->calls, &n);
-    a->last_turn_called = calls && strcmp(calls, "[]") != 0;
+    a->last_turn_called = calls && n && strcmp(calls, "[]") != 0; /* a Needle 3 list may never open */
     if (a->last_turn_called && is_v3(a) && a->turn_kind == NEEDLE_TURN_QUERY) postprocess_calls(a, calls, n);
     free(calls);
     a->earlier_text_bytes += a->turn_text_bytes;
     a->phase = P_DONE;
 }
 
-/* min(head, decode probability), the decode probability exp(mean log p) of
- * the turn's sampled tokens. Needle 2's reasoning derives each argument from
- * the query and its call copies them, so a wrong call's own tokens are as
- * sure as a right one's; the reasoning's tokens carry the doubt
- * (src/train/README.md has the figures). Needle 3 keeps the call's tokens alone, as
- * its library does, since its 0.1 floor withholds calls by this value. */
-static double confidence(const needle_agent *a, int *present, float *head_out) {
-    float head = 1;
-    needle_error ignored;
-    *present = needle_session_head(a->session, ND_HEAD_CONFIDENCE, &head, &ignored) == NEEDLE_OK;
-    *head_out = head;
-    double logp = a->call_logp;
-    uint32_t n = a->call_sampled;
-    if (!is_v3(a)) logp += a->reasoning_logp, n += a->reasoning_sampled;
+/* Needle 2: min(head, decode probability), the decode probability exp(mean
+ * log p) of the turn's sampled tokens, the reasoning's and the call's. Its
+ * reasoning derives each argument from the query and its call copies them,
+ * so a wrong call's own tokens are as sure as a right one's; the
+ * reasoning's tokens carry the doubt (src/train/README.md has the figures). */
+static double confidence_v2(const needle_agent *a, float head) {
+    double logp = a->call_logp + a->reasoning_logp;
+    uint32_t n = a->call_sampled + a->reasoning_sampled;
     double decode_p = n ? exp(logp / n) : 1.0;
     return head < decode_p ? head : decode_p;
+}
+
+/* Needle 3: the makers' rule, which never reads the head: the least engine
+ * probability of the call's tokens (call_prob.h); with no call tokens, the
+ * geometric mean over the reasoning's; 0 with neither. */
+static double confidence_v3(const needle_agent *a) {
+    if (a->call_sampled) return a->call_min_p;
+    return a->reasoning_sampled ? exp(a->reasoning_logp / a->reasoning_sampled) : 0;
+}
+
+/* The envelope's confidence (*present: Needle 3 always, Needle 2 with a
+ * confidence head), and the head's own score (*has_head). */
+static double confidence(const needle_agent *a, int *present, float *head, int *has_head) {
+    needle_error ignored;
+    *head = 1;
+    *has_head = needle_session_head(a->session, ND_HEAD_CONFIDENCE, head, &ignored) == NEEDLE_OK;
+    *present = is_v3(a) || *has_head;
+    return is_v3(a) ? confidence_v3(a) : confidence_v2(a, *head);
+}
+
+/* The calls as the envelope hands them out: for Needle 3 in the caller's
+ * tool and property names (toolset.h); NULL to hand out `list` as it is. */
+static char *caller_names(const needle_agent *a, const char *list) {
+#ifdef ND_NEEDLE3
+    size_t n;
+    if (list && a->toolset) return nd_toolset_restore(a->toolset, list, strlen(list), &n);
+#endif
+    (void)a, (void)list;
+    return NULL;
 }
 
 /* The envelope's validation object by the engine's rules (postprocess.h),
@@ -1212,21 +1462,27 @@ static void put_validation(buffer *b, const needle_agent *a, const char *calls, 
 size_t needle_agent_envelope(const needle_agent *a, char *out, size_t cap) {
     buffer b = {0};
     char num[64];
-    int ok = a->phase == P_DONE && !a->turn_error.code, present = 0;
+    int ok = a->phase == P_DONE && !a->turn_error.code && !a->truncated, present = 0, has_head = 0;
     size_t calls_len = 0, reasoning_len = 0;
     char *calls = ok ? decode_all(a, &a->calls, &calls_len) : NULL;
+    if (calls && !calls_len) free(calls), calls = NULL; /* a Needle 3 turn that never opened its list */
     char *reasoning = decode_all(a, &a->reasoning, &reasoning_len);
-    int responded = a->turn_kind == NEEDLE_TURN_TOOL_RESULT && calls && !strcmp(calls, "[]");
+    /* A tool result answered with no call responds; so does a Needle 3 turn
+     * whose call list never opened (the makers' rule). */
+    int responded = (a->turn_kind == NEEDLE_TURN_TOOL_RESULT && calls && !strcmp(calls, "[]")) ||
+                    (is_v3(a) && ok && !a->call_sampled && !a->calls.len);
     buffer_str(&b, responded ? "{\"type\":\"respond\"" : "{\"type\":\"call\"");
     buffer_str(&b, ok ? ",\"success\":true,\"error\":null,\"error_code\":null" : ",\"success\":false,\"error\":");
-    if (!ok) {
+    if (!ok && a->truncated) {
+        buffer_str(&b, "\"tool call truncated: token budget exhausted\",\"error_code\":\"truncated\"");
+    } else if (!ok) {
         const char *message = a->turn_error.code ? a->turn_error.message : "no completed turn";
         put_json_string(&b, message, strlen(message));
         snprintf(num, sizeof num, ",\"error_code\":%d", a->turn_error.code ? a->turn_error.code : NEEDLE_E_ARGUMENT);
         buffer_str(&b, num);
     }
     float head = 0;
-    double c = ok ? confidence(a, &present, &head) : 0;
+    double c = ok || a->truncated ? confidence(a, &present, &head, &has_head) : 0;
     /* Needle 3: the calls as the makers' post-processor left them. */
     const char *list = ok && a->pp_calls ? a->pp_calls : calls;
     size_t list_len = list == calls ? calls_len : strlen(list);
@@ -1235,11 +1491,14 @@ size_t needle_agent_envelope(const needle_agent *a, char *out, size_t cap) {
      * required (an extraction). */
     int some = list && strcmp(list, "[]") != 0;
     int withheld = is_v3(a) && !a->require_call && some && ((present && c < SUPPRESS_BELOW) || a->pp_withhold);
+    /* Handed out in the caller's names; validation keeps the rendered ones, as the engine's does. */
+    char *named = caller_names(a, list);
+    const char *handed = named ? named : list;
     buffer_str(&b, ",\"function_calls\":");
-    buffer_str(&b, list && !withheld ? list : "[]");
+    buffer_str(&b, handed && !withheld ? handed : "[]");
     if (is_v3(a)) {
         buffer_str(&b, ",\"suppressed_calls\":");
-        buffer_str(&b, withheld ? list : "[]");
+        buffer_str(&b, withheld ? handed : "[]");
         if (some) put_validation(&b, a, list, list_len);
     }
     buffer_str(&b, ",\"reasoning\":");
@@ -1247,7 +1506,7 @@ size_t needle_agent_envelope(const needle_agent *a, char *out, size_t cap) {
     put_json_string(&b, shown ? shown : "", reasoning_len);
     if (present) snprintf(num, sizeof num, ",\"confidence\":%.6g", c);
     buffer_str(&b, present ? num : ",\"confidence\":null");
-    if (is_v3(a) && present) { /* the confidence head's own score, beside the rule the confidence follows */
+    if (is_v3(a) && has_head) { /* the confidence head's own score, beside the rule the confidence follows */
         snprintf(num, sizeof num, ",\"confidence_head\":%.6g", head);
         buffer_str(&b, num);
     }
@@ -1258,6 +1517,7 @@ size_t needle_agent_envelope(const needle_agent *a, char *out, size_t cap) {
     snprintf(num, sizeof num, ",\"peak_ram_mb\":%.2f}", a->peak_bytes / 1048576.0);
     buffer_str(&b, num);
     free(calls);
+    free(named);
     free(reasoning);
     return copy_out(&b, out, cap);
 }
