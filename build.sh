@@ -128,7 +128,7 @@ archives() {
   node js/cli.js make-random dist/tiny.cact --tiny
 }
 
-# Retrains the demo model from its seed (not part of `all`: about 50 minutes for
+# Retrains the demo model from its seed (not part of `all`: about 60 minutes for
 # the data, the tokenizer and the base on two ranks, 17 for the heads, then 8
 # to measure it) and writes src/train/demo-model/.
 train() {
@@ -149,7 +149,7 @@ train() {
   # them going on with one or two later requests over the same tools (the
   # tools block, most of every prompt, then serves more targets), a 2,048-piece
   # tokenizer (each piece of a held-out value seen more often: 60.2% exact
-  # calls of the base against 56.5% with 4,096), 5,500 steps of 4,096 tokens
+  # calls of the base against 56.5% with 4,096), 6,500 steps of 4,096 tokens
   # on one cosine schedule, computed by two data-parallel ranks of 2,048
   # tokens, one core and one torch thread each (7,694 tok/s; one process on
   # one core ran 4,892-5,157 with another run on the other core; two torch
@@ -167,7 +167,7 @@ train() {
   # src/train/README.md has the runs behind each choice.
   export OPENBLAS_NUM_THREADS=1
   local train="/usr/bin/python3 src/train/train.py --out build/train --seed 1 --batch-tokens 2048 --ranks 2 --train 130000 --synthetic 0.6 --later 0.5 --threads 1 --vocabulary 2048"
-  $train --stage base --steps 5500 --warmup 200 --lr 3e-3 --qat-share 0.3
+  $train --stage base --steps 6500 --warmup 200 --lr 3e-3 --qat-share 0.3
   $train --stage heads --own-calls 8192 --own-synthetic 1.0 --corrupted-examples 1024 --confidence-steps 1500 --confidence-lr 1e-3
   node src/train/publish.mjs build/train src/train/demo-model
 }

@@ -20,6 +20,7 @@ They were written later, by writers who were not shown the held-out templates,
 so the held-out split is the same as before they came.
 """
 import argparse
+import functools
 import json
 import os
 import random
@@ -1462,11 +1463,11 @@ def slot_level(ctx, key):
 
 def _temp_unit(ctx):
     """The unit a thermostat command says, drawn once per command: the value
-    is in that unit's range (tools.json allows 5-95), so that "68 degrees
+    is in that unit's range (a 5-95 catalogue: _fahrenheit_fits), so that "68 degrees
     fahrenheit" is copied as 68. A template with no unit slot says none and
     keeps celsius values."""
     if "tunit" not in ctx.memo:
-        fahrenheit = ctx.rng.random() < 0.35
+        fahrenheit = _fahrenheit_fits() and ctx.rng.random() < 0.35
         surfaces = (["fahrenheit", "Fahrenheit", "fahrenheit", "F"] if fahrenheit
                     else ["celsius", "Celsius", "centigrade"])
         ctx.memo["tunit"] = ("fahrenheit" if fahrenheit else "celsius", ctx.rng.choice(surfaces))
@@ -1477,6 +1478,17 @@ def slot_temp(ctx, key):
     unit = _temp_unit(ctx)[0] if ctx.memo.get("says_unit") else "celsius"
     s, v = gen_temp(ctx.rng, unit)
     return [seg(s, (key, "val", v))]
+
+
+@functools.lru_cache(maxsize=None)
+def _fahrenheit_fits():
+    """Whether the catalogue's thermostat takes fahrenheit values (41-95).
+    The catalogue and the committed model go together: the model the page
+    ships was trained on a thermostat capped at 35, and web/tools.json keeps
+    that cap until a model trained on the 5-95 catalogue replaces it (then
+    set its maximum to 95 and this generator writes fahrenheit commands)."""
+    tool = next(t for t in load_tools() if t["name"] == "set_thermostat")
+    return tool["parameters"]["properties"]["temperature"].get("maximum", 0) >= 95
 
 
 def slot_tunit(ctx, key):
