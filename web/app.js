@@ -457,6 +457,7 @@ function showEnvelope(envelope, agent, narrowed) {
 
   const stopped = !envelope.success && envelope.error_code === STATUS.ABORTED;
   if (stopped) setVerdict('Stopped. The turn was undone; run again or change the query.');
+  else if (envelope.error_code === 'truncated') setVerdict('No call: the token budget ran out before a call was complete. Raise Max tokens and run again.', true);
   else if (!envelope.success) setVerdict(`The turn failed: ${envelope.error} (code ${envelope.error_code}).`, true);
   else if (calls.length) setVerdict(`${calls.length} call${calls.length === 1 ? '' : 's'}. Send the tool's result back below, or ask something else.`);
   else if (envelope.type === 'respond') setVerdict('The model needs no further call.');

@@ -369,10 +369,12 @@ for (const name of BROWSERS) {
       assert.match(await page.text('#active-model'), /^Active model: needle3\.cact/);
       assert.equal(await page.text('h1'), 'needle3.cact in your browser');
       assert.equal(await page.visible('#error'), false);
+      // 16 tokens leave its call 12 steps, too few here: the makers' "truncated", said in plain words.
       await setSetting(page, 'max-tokens', 16);
       await runTurn(page, '#run');
       assert.equal(await page.visible('#agent-error'), false);
-      assert.equal(await page.text('#stat-state'), 'done');
+      assert.equal(await page.text('#stat-state'), 'failed');
+      assert.equal(await page.text('#verdict'), 'No call: the token budget ran out before a call was complete. Raise Max tokens and run again.');
 
       // A missing archive by URL, typed relative: said in plain words.
       await page.fill('#url', '/dist/missing.cact');
