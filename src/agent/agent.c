@@ -156,6 +156,10 @@ struct needle_agent {
     float *fits;
     double call_min_p;
     int truncated;            /* Needle 3: the budget ended the list before any call closed */
+    /* Needle 3 after a tool result: the first step picks <think>, <tool_call>
+     * or prose (opening), and prose answers with no call (prose). */
+    int opening, prose;
+    uint32_t engine_forced; /* Needle 3: markers the engine forces in this turn, counted in its budget */
 };
 
 /* Needle 3's reasoning tokens under a budget of max_new steps: the makers'
@@ -855,8 +859,13 @@ int needle_agent_begin(needle_agent *a, const char *text, size_t len, int kind,
      * counted and refused here; embedding, re-feed and prefill run in steps. */
     a->prompt.len = a->prompt_fed = 0;
     int status = render_turn(a, text, len, &a->prompt, err);
-    /* The target is its own encode call, so it starts with the dummy "▁". */
-    if (!status) status = encode_text(a, &a->prompt, "<think>", 7, 0, err);
+    /* The target is its own encode call, so it starts with the dummy "▁".
+     * After a tool result the makers' Needle 3 engine lets the model open
+     * the turn itself (step_opening). */
+    a->opening = is_v3(a) && kind == NEEDLE_TURN_TOOL_RESULT;
+    a->prose = 0;
+    a->engine_forced = 4; /* "<think>", "</think>", the newline and "<tool_call>" */
+    if (!status && !a->opening) status = encode_text(a, &a->prompt, "<think>", 7, 0, err);
     if (!status && a->prompt.len > MAX_TURN_TOKENS)
         status = nd_fail(err, NEEDLE_E_CONTEXT, "the %s is %zu tokens, over the limit of %d",
                          kind == NEEDLE_TURN_QUERY ? "query" : "tool result", a->prompt.len, MAX_TURN_TOKENS);
@@ -954,7 +963,9 @@ static const int32_t ENGINE_BASE_BANS[] = {4, 8, 9, 12, 13};
 /* The reasoning's free text. Needle 2: anything but control pieces and
  * markers other than </think>. Needle 3, as the makers' engine decodes it:
  * its base bans, <think>, <tool_call> and </tool_call>; <|im_end|> and </s>
- * end the turn with no call, unless a call is required (an extraction). */
+ * end the turn with no call, unless a call is required (an extraction). A
+ * turn after a tool result may open with <think> or <tool_call>; prose
+ * instead answers, and can close no reasoning and make no call. */
 static void mask_reasoning(needle_agent *a) {
     if (is_v3(a)) {
         for (size_t i = 0; i < sizeof ENGINE_BASE_BANS / sizeof *ENGINE_BASE_BANS; i++)
@@ -962,6 +973,11 @@ static void mask_reasoning(needle_agent *a) {
         a->masked[a->marker[M_THINK]] = a->masked[a->marker[M_CALL]] = a->masked[a->marker[M_CALL_END]] = -INFINITY;
         if (a->require_call) a->masked[a->marker[M_IM_END]] = -INFINITY;
         if (a->require_call && a->eos >= 0) a->masked[a->eos] = -INFINITY;
+        if (a->opening) { /* after a tool result the turn may open with either */
+            a->masked[a->marker[M_THINK]] = a->logits[a->marker[M_THINK]];
+            a->masked[a->marker[M_CALL]] = a->logits[a->marker[M_CALL]];
+        }
+        if (a->opening || a->prose) a->masked[a->marker[M_THINK_END]] = -INFINITY; /* no reasoning to close */
         return;
     }
     for (int which = 0; which < 4; which++) {
@@ -985,13 +1001,36 @@ static int end_without_call(needle_agent *a, int32_t token, char *out, size_t ca
     return NEEDLE_STEP_MARKER;
 }
 
+/* Needle 3's first step after a tool result (needle3-engine.md section 2):
+ * <think> opens the reasoning, <tool_call> the calls (the engine then
+ * forces fewer markers), anything else is prose. 1 when the step is done. */
+static int open_turn(needle_agent *a, int32_t token, char *out, size_t cap, size_t *out_len, int *kind) {
+    a->opening = 0;
+    if (token == a->marker[M_THINK]) {
+        a->engine_forced = 3; /* "</think>", the newline and "<tool_call>" */
+        *kind = force(a, "<think>", out, cap, out_len);
+        return 1;
+    }
+    if (token == a->marker[M_CALL]) {
+        a->engine_forced = 0;
+        *kind = force(a, "<tool_call>", out, cap, out_len);
+        if (*kind >= 0) a->phase = P_CALL;
+        return 1;
+    }
+    a->prose = token != a->eos && token != a->marker[M_IM_END];
+    return 0;
+}
+
 static int step_reasoning(needle_agent *a, char *out, size_t cap, size_t *out_len) {
-    if (a->generated >= a->reasoning_max) return close_reasoning(a, out, cap, out_len);
+    if (a->prose && a->generated >= a->max_new) return end_without_call(a, a->marker[M_IM_END], out, cap, out_len);
+    if (!a->opening && !a->prose && a->generated >= a->reasoning_max) return close_reasoning(a, out, cap, out_len);
     memcpy(a->masked, a->logits, a->vocab * sizeof *a->masked);
     mask_reasoning(a);
     double logp;
     int32_t token = sample(a, &logp);
     a->generated++;
+    int kind;
+    if (a->opening && open_turn(a, token, out, cap, out_len, &kind)) return kind;
     int ends = token == a->marker[M_THINK_END] || (is_v3(a) && (token == a->eos || token == a->marker[M_IM_END]));
     if (!is_v3(a) || !ends) a->reasoning_logp += logp, a->reasoning_sampled++; /* the engine's mean skips them */
     if (token == a->marker[M_THINK_END]) return close_reasoning(a, out, cap, out_len);
@@ -1132,10 +1171,9 @@ static int32_t cycle_to_ban(const idlist *calls) {
  * left a complete list is closed, and an open one closed with "]" when that
  * completes it; a list the budget ends keeps the calls whose arguments
  * closed, and with none the turn reports "truncated". The engine's step
- * count holds, beside the reasoning's and the call's tokens, the forced
- * "<think>", "</think>", newline and "<tool_call>". */
+ * count holds, beside the reasoning's and the call's tokens, the markers it
+ * forced (a->engine_forced). */
 #define CLOSING_STEPS 4
-#define ENGINE_FORCED_STEPS 4
 
 /* The length of the call list's text up to the end of its last complete
  * element (after "[" and each "},"), 0 when no element closed. */
@@ -1193,7 +1231,7 @@ static int32_t closing_token(needle_agent *a) {
 }
 
 static int step_call_v3(needle_agent *a, char *out, size_t cap, size_t *out_len) {
-    uint32_t spent = a->generated + ENGINE_FORCED_STEPS;
+    uint32_t spent = a->generated + a->engine_forced;
     size_t left = spent < a->max_new ? a->max_new - spent : 0;
     if (left == 0) return cut_short(a, out, cap, out_len);
     int32_t closing = left <= CLOSING_STEPS ? closing_token(a) : -1;

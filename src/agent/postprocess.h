@@ -122,6 +122,10 @@ int pp_sub_in(pp_str hay, const char *list); /* some item is a substring (hay lo
 int pp_piece_in(pp_str name, const char *list); /* a piece split on ' ', '-', '_' is a member */
 int pp_next_item(const char **cursor, pp_str *item); /* iterates a packed list */
 size_t pp_list_index(pp_str w, const char *list);   /* position of exact member, or PP_NONE */
+/* JSON Schema keywords a flat "parameters" object (one without
+ * "properties") may carry beside its parameters (pp_json.c; the engine's
+ * table, which toolset.c reads too). */
+extern const char PP_SCHEMA_KEYWORDS[];
 
 extern const char PP_QUANTITY_WORDS[], PP_NON_PLACE[], PP_PLACE_SLOT[], PP_DATE_KEY[];
 extern const char PP_STEM_DROP[], PP_NEG_BEFORE[];

@@ -133,9 +133,9 @@ pp_val *pp_call_args(const pp_val *call) {
 }
 
 /* ---- the tool table -------------------------------------------------------- */
-/* JSON Schema keywords a flat "parameters" object may carry beside its
- * parameters: taken as a parameter only with a type or a description. */
-static const char SCHEMA_KEYWORDS[] =
+/* A flat object's keyword is taken as a parameter only with a type or a
+ * description. */
+const char PP_SCHEMA_KEYWORDS[] =
     "$defs|$id|$ref|$schema|additionalProperties|allOf|anyOf|const|contains|default|definitions|"
     "dependentRequired|dependentSchemas|description|else|enum|examples|exclusiveMaximum|"
     "exclusiveMinimum|format|if|items|maxItems|maxLength|maximum|minItems|minLength|minimum|"
@@ -195,7 +195,7 @@ static void tool_params(pp_arena *a, const nd_jv *pm, pp_tool *t) {
         const nd_jv *v = &src->kids[i];
         pp_str key = v->klen ? (pp_str){v->key, v->klen} : PP_EMPTY;
         if (v->type != ND_JOBJECT) continue;
-        if (!nested && pp_in(key, SCHEMA_KEYWORDS) && !jv_get(v, "type") && !jv_get(v, "description"))
+        if (!nested && pp_in(key, PP_SCHEMA_KEYWORDS) && !jv_get(v, "type") && !jv_get(v, "description"))
             continue;
         pp_param *p = &t->params[t->np++];
         memset(p, 0, sizeof *p);

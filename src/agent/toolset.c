@@ -44,15 +44,6 @@ struct nd_toolset {
     int normalised; /* 0: the list was kept as given and restore changes nothing */
 };
 
-/* JSON Schema keywords a flat "parameters" object (one without
- * "properties") keeps unrenamed: the engine's table, as pp_json.c has it. */
-static const char KEYWORDS[] =
-    "$defs|$id|$ref|$schema|additionalProperties|allOf|anyOf|const|contains|default|definitions|"
-    "dependentRequired|dependentSchemas|description|else|enum|examples|exclusiveMaximum|"
-    "exclusiveMinimum|format|if|items|maxItems|maxLength|maximum|minItems|minLength|minimum|"
-    "multipleOf|not|oneOf|pattern|patternProperties|prefixItems|properties|propertyNames|"
-    "required|then|title|type|unevaluatedProperties|uniqueItems";
-
 /* ---- names and types --------------------------------------------------------- */
 
 static int is_upper(int c) { return c >= 'A' && c <= 'Z'; }
@@ -171,7 +162,7 @@ static void walk_schema(pp_arena *a, tool_entry *t, pp_val *node, int path, int 
  * a flat "parameters" object skips the schema keywords among them. */
 static void rename_members(pp_arena *a, tool_entry *t, pp_val *obj, int path, int flat) {
     for (size_t i = 0; i < obj->n; i++) {
-        if (flat && pp_in(obj->key[i], KEYWORDS)) continue;
+        if (flat && pp_in(obj->key[i], PP_SCHEMA_KEYWORDS)) continue;
         int r = rename_prop(a, t, path, &obj->key[i]);
         if (r == NOWHERE) return;
         walk_schema(a, t, &obj->kid[i], r, 0);

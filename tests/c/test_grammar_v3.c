@@ -568,7 +568,8 @@ static int cmp_double(const void *a, const void *b) {
 
 /* An 8,192-piece vocabulary of short random pieces, and a grounded grammar
  * walked against a 12 KiB context written from the same letters: the mask
- * inside a grounded value searches the context for every piece it tries. */
+ * inside a grounded value steps the context's automaton for every piece it
+ * tries. */
 static void test_mask_timing(void) {
     uint32_t n = 8192;
     needle_error err;

@@ -117,6 +117,45 @@ test('Needle 3: a tool result is its own `tool` turn, compacted, an object wrapp
   const think = count('<think>');
   archive.free();
   assert.ok(userTurn < turn, 'the user-role rendering is not shorter: the check could not tell them apart');
-  // The turn's text, then <think> where the turn is given one.
-  assert.ok([turn, turn + think].includes(prefilled), `prefilled ${prefilled}, the turn is ${turn}`);
+  // The turn's text and no <think>: after a tool result the model opens the turn itself.
+  assert.ok(think > 0);
+  assert.equal(prefilled, turn, `prefilled ${prefilled}, the turn is ${turn}`);
+});
+
+test('Needle 3: after a tool result the model opens the turn: <think> reasons, <tool_call> calls, prose answers with no call', async () => {
+  const archive = await shortReasoningModel({ geometry: TINY3_GEOMETRY, seed: 11, bits: 2, group: 32, tokenizer },
+    { tools: TOOLS, system: SYSTEM, exact: true }, QUERY);
+  // A random archive opens a hot turn with <tool_call> a few times in 400, with <think> never in
+  // 400 here: the turns run until a call and a prose opening were both seen (<think> is checked if it comes).
+  const seen = { think: 0, call: 0, prose: 0 };
+  for (let seed = 1; seed <= 400 && (!seen.call || !seen.prose); seed++) {
+    const agent = await Needle.create({ model: archive, tools: TOOLS, system: SYSTEM, exact: true, requireCall: true });
+    const first = await agent.complete(QUERY, { maxNewTokens: MAX_NEW });
+    assert.ok(callsOf(first).length > 0, 'the first turn made no call: no tool result can follow');
+    const pieces = []; // a hot opening, so that every way of opening comes up
+    const envelope = await agent.complete({ ok: true }, { kind: 'tool_result', maxNewTokens: 80, temperature: 4, seed,
+      onToken: (piece) => pieces.push(piece) });
+    agent.free();
+    const opened = pieces[0];
+    if (opened.kind === 'marker' && opened.text === '<think>') {
+      seen.think++;
+      assert.equal(pieces.filter((p) => p.kind === 'marker' && p.text.includes('<think>')).length, 1);
+    } else if (opened.kind === 'marker' && opened.text === '<tool_call>') {
+      seen.call++;
+      assert.ok(pieces.every((p) => p.kind !== 'reasoning'), 'a turn opened with <tool_call> has no reasoning');
+      assert.equal(envelope.reasoning, '');
+      assert.ok(envelope.success ? envelope.type === 'call' : envelope.error_code === 'truncated', JSON.stringify(envelope));
+    } else {
+      seen.prose++; // prose answers: it is the turn's reasoning, and no call or marker follows it
+      assert.equal(opened.kind, 'reasoning', JSON.stringify(opened));
+      assert.ok(pieces.every((p) => p.kind === 'reasoning'), JSON.stringify(pieces.filter((p) => p.kind !== 'reasoning')));
+      assert.equal(envelope.type, 'respond');
+      assert.deepEqual(envelope.function_calls, []);
+      const streamed = pieces.map((p) => p.text).join('').trim(); // the stream holds back a last partial character
+      assert.ok(streamed.length > 0 && envelope.reasoning.startsWith(streamed), `${envelope.reasoning} / ${streamed}`);
+    }
+  }
+  archive.free();
+  console.log(`# ${JSON.stringify(seen)}`);
+  assert.ok(seen.call > 0 && seen.prose > 0, `openings seen: ${JSON.stringify(seen)}`);
 });
