@@ -81,7 +81,7 @@ test('Needle 3: calls are reported in the caller\'s tool and property names', as
   let reported = 0;
   for (const seed of [2, 6, 11]) {
     const archive = await shortReasoningModel({ geometry: TINY3_GEOMETRY, seed, bits: 2, group: 32, tokenizer },
-      { tools: TOOLS, system: SYSTEM, exact: true }, QUERY);
+      JSON.parse(RENDERED), QUERY);
     const agent = await Needle.create({ model: archive, tools: TOOLS, system: SYSTEM, exact: true, requireCall: true });
     let written = ''; // the calls as the model wrote them: in the rendered names
     const envelope = await agent.complete(QUERY, { maxNewTokens: MAX_NEW,
@@ -101,7 +101,7 @@ test('Needle 3: calls are reported in the caller\'s tool and property names', as
 
 test('Needle 3: a tool result is its own `tool` turn, compacted, an object wrapped in a list', async () => {
   const archive = await shortReasoningModel({ geometry: TINY3_GEOMETRY, seed: 11, bits: 2, group: 32, tokenizer },
-    { tools: TOOLS, system: SYSTEM, exact: true }, QUERY);
+    JSON.parse(RENDERED), QUERY);
   const agent = await Needle.create({ model: archive, tools: TOOLS, system: SYSTEM, exact: true, requireCall: true });
   const first = await agent.complete(QUERY, { maxNewTokens: MAX_NEW });
   assert.equal(first.success, true, first.error);
@@ -124,7 +124,7 @@ test('Needle 3: a tool result is its own `tool` turn, compacted, an object wrapp
 
 test('Needle 3: after a tool result the model opens the turn: <think> reasons, <tool_call> calls, prose answers with no call', async () => {
   const archive = await shortReasoningModel({ geometry: TINY3_GEOMETRY, seed: 11, bits: 2, group: 32, tokenizer },
-    { tools: TOOLS, system: SYSTEM, exact: true }, QUERY);
+    JSON.parse(RENDERED), QUERY);
   // A random archive opens a hot turn with <tool_call> a few times in 400, with <think> never in
   // 400 here: the turns run until a call and a prose opening were both seen (<think> is checked if it comes).
   const seen = { think: 0, call: 0, prose: 0 };
