@@ -970,14 +970,11 @@ static void mask_reasoning(needle_agent *a) {
     if (is_v3(a)) {
         for (size_t i = 0; i < sizeof ENGINE_BASE_BANS / sizeof *ENGINE_BASE_BANS; i++)
             if ((uint32_t)ENGINE_BASE_BANS[i] < a->vocab) a->masked[ENGINE_BASE_BANS[i]] = -INFINITY;
-        a->masked[a->marker[M_THINK]] = a->masked[a->marker[M_CALL]] = a->masked[a->marker[M_CALL_END]] = -INFINITY;
+        a->masked[a->marker[M_CALL_END]] = -INFINITY;
+        if (!a->opening) a->masked[a->marker[M_THINK]] = a->masked[a->marker[M_CALL]] = -INFINITY;
+        if (a->opening || a->prose) a->masked[a->marker[M_THINK_END]] = -INFINITY; /* no reasoning to close */
         if (a->require_call) a->masked[a->marker[M_IM_END]] = -INFINITY;
         if (a->require_call && a->eos >= 0) a->masked[a->eos] = -INFINITY;
-        if (a->opening) { /* after a tool result the turn may open with either */
-            a->masked[a->marker[M_THINK]] = a->logits[a->marker[M_THINK]];
-            a->masked[a->marker[M_CALL]] = a->logits[a->marker[M_CALL]];
-        }
-        if (a->opening || a->prose) a->masked[a->marker[M_THINK_END]] = -INFINITY; /* no reasoning to close */
         return;
     }
     for (int which = 0; which < 4; which++) {

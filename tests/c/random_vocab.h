@@ -1,7 +1,8 @@
-/* random_vocab.h: a large test tokenizer for mask timings (test_grammar.c,
- * test_grammar_v3.c): the four specials, </tool_call> at id 4, the 256 byte
- * pieces, then distinct random pieces of 1-8 characters drawn from letters,
- * digits and JSON punctuation, up to n pieces. */
+/* random_vocab.h: test tokenizer blobs for the grammar tests (test_grammar.c,
+ * test_grammar_v3.c): a writer of pieces, and for mask timings a large
+ * tokenizer (the four specials, </tool_call> at id 4, the 256 byte pieces,
+ * then distinct random pieces of 1-8 characters drawn from letters, digits
+ * and JSON punctuation, up to n pieces) with a comparison to sort timings. */
 #ifndef TEST_RANDOM_VOCAB_H
 #define TEST_RANDOM_VOCAB_H
 #include <stdint.h>
@@ -23,6 +24,11 @@ static void rv_piece(rv_buf *b, const char *s, int type) {
     uint8_t t = (uint8_t)type;
     uint16_t len = (uint16_t)strlen(s);
     rv_put(b, &score, 4), rv_put(b, &t, 1), rv_put(b, &len, 2), rv_put(b, s, len);
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
 }
 
 static needle_tokenizer *random_tokenizer(uint32_t n, uint64_t seed, needle_error *err) {

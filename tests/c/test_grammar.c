@@ -716,11 +716,6 @@ static void test_compact(void) {
     CHECK(needle_json_compact("[1,[2]]", 7, out, 3, &err) == 7, "full length when cap is small");
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Mask cost per step over a synthetic 8192-piece vocabulary (256 bytes plus
  * random pieces of 1-8 characters): median and p99 over random walks. */
 static void test_mask_timing(void) {

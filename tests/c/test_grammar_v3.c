@@ -26,33 +26,21 @@ static const char *const extra[] = {"{\"", "\":\"", "\",\"", "\"}", "\"}}]", "\"
     "100", "101", "10", "-1", "5", "0", "true", "null", "\u2581", "\"]", "[\"", "\":[\"", ".5", "ab", "x"};
 enum { N_EXTRA = sizeof extra / sizeof extra[0], END_ID = 4 }; /* id 4 = </tool_call> */
 
-typedef struct { uint8_t *p; size_t n, cap; } buf;
-static void put(buf *b, const void *s, size_t n) {
-    if (b->n + n > b->cap) { b->cap = (b->n + n) * 2; b->p = realloc(b->p, b->cap); }
-    memcpy(b->p + b->n, s, n), b->n += n;
-}
-static void piece(buf *b, const char *s, int type) {
-    float score = -1.0f;
-    uint8_t t = (uint8_t)type;
-    uint16_t len = (uint16_t)strlen(s);
-    put(b, &score, 4), put(b, &t, 1), put(b, &len, 2), put(b, s, len);
-}
-
 static needle_tokenizer *tok;
 static needle_vocab *vocab;
 
 static needle_tokenizer *test_tokenizer(void) {
-    buf b = {0};
+    rv_buf b = {0};
     uint32_t head[5] = {5 + 256 + N_EXTRA, 0, 1, 2, 3};
     uint8_t flags[4] = {1, 1, 0, 0};
-    put(&b, head, sizeof head), put(&b, flags, 4);
-    piece(&b, "<pad>", 2), piece(&b, "</s>", 2), piece(&b, "<s>", 2), piece(&b, "<unk>", 1), piece(&b, "</tool_call>", 3);
+    rv_put(&b, head, sizeof head), rv_put(&b, flags, 4);
+    rv_piece(&b, "<pad>", 2), rv_piece(&b, "</s>", 2), rv_piece(&b, "<s>", 2), rv_piece(&b, "<unk>", 1), rv_piece(&b, "</tool_call>", 3);
     for (int i = 0; i < 256; i++) {
         char s[8];
         snprintf(s, sizeof s, "<0x%02X>", i);
-        piece(&b, s, 4);
+        rv_piece(&b, s, 4);
     }
-    for (int i = 0; i < N_EXTRA; i++) piece(&b, extra[i], 0);
+    for (int i = 0; i < N_EXTRA; i++) rv_piece(&b, extra[i], 0);
     needle_error err;
     needle_tokenizer *t = needle_tokenizer_load(b.p, b.n, &err);
     if (!t) printf("tokenizer: %s\n", err.message);
@@ -561,11 +549,6 @@ static void test_needle2_unchanged(void) {
 }
 
 /* ---- timing: grounded masks over a long context ---- */
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* An 8,192-piece vocabulary of short random pieces, and a grounded grammar
  * walked against a 12 KiB context written from the same letters: the mask
  * inside a grounded value steps the context's automaton for every piece it
