@@ -41,4 +41,47 @@ static inline uint8_t *cq_random_bytes(nd_cq *m, uint64_t *s) {
     return b;
 }
 
+/* A random matrix in the archive layout (m, bytes a) and a copy repacked into
+ * tiles (t, bytes b; repack: nd_cq_repack's result), with five activations
+ * xr[5][padded] uniform in [-1, 1). */
+typedef struct {
+    nd_cq m, t;
+    uint8_t *a, *b;
+    float *xr;
+    int repack;
+} cq_pair;
+
+/* marker 2, 3, 4, or 5 for ternary. */
+static inline cq_pair cq_pair_make(uint64_t *s, uint32_t marker, uint32_t group, uint32_t rows, uint32_t cols) {
+    cq_pair p;
+    memset(&p, 0, sizeof p);
+    cq_random_shape(&p.m, s, marker, group, rows, cols);
+    uint32_t padded = nd_cq_padded(&p.m);
+    size_t packed = (size_t)rows * p.m.row_bytes, bytes = packed + (size_t)rows * p.m.groups * 2;
+    p.a = cq_random_bytes(&p.m, s);
+    p.b = malloc(bytes);
+    memcpy(p.b, p.a, bytes);
+    p.t = p.m;
+    p.t.packed = p.b, p.t.norms = p.b + packed;
+    p.repack = nd_cq_repack(&p.t, p.b, p.b + packed);
+    p.xr = malloc((size_t)5 * padded * sizeof(float));
+    for (size_t i = 0; i < (size_t)5 * padded; i++) p.xr[i] = (float)(2 * rng_unit(s) - 1);
+    return p;
+}
+
+static inline void cq_pair_free(cq_pair *p) { free(p->a), free(p->b), free(p->xr); }
+
+/* The shapes the tiled-kernel tests run: every width, groups 8..256, row
+ * counts with and without a tail, padded widths. */
+static const uint32_t cq_markers[] = {2, 3, 4, 5};
+static const uint32_t cq_groups[] = {8, 16, 32, 64, 128, 256};
+static const uint32_t cq_row_counts[] = {5, 16, 17, 33, 100};
+#define CQ_FOR_SHAPES                                                 \
+    for (int mi = 0; mi < 4; mi++)                                    \
+        for (int gi = 0; gi < 6; gi++)                                \
+            for (int ri = 0; ri < 5; ri++)                            \
+                for (int wi = 0; wi < 3; wi++)
+#define CQ_SHAPE cq_markers[mi], cq_groups[gi], cq_row_counts[ri], \
+    (wi == 0 ? 2 * cq_groups[gi] : wi == 1 ? 3 * cq_groups[gi] - 5 : 3)
+
 #endif

@@ -13,52 +13,13 @@
 #include "cq_random.h"
 #include "format/fp16.h"
 
-
-typedef struct {
-    nd_cq m;          /* archive layout */
-    nd_cq t;          /* a repacked copy */
-    uint8_t *a, *b;   /* their bytes: packed then norms */
-    float *xr;        /* [4][padded] rotated activations */
-} pair;
-
-/* marker 2, 3, 4, or 5 for ternary. */
-static pair make_pair(uint64_t *s, uint32_t marker, uint32_t group, uint32_t rows, uint32_t cols) {
-    pair p;
-    nd_cq *m = &p.m;
-    memset(&p, 0, sizeof p);
-    cq_random_shape(m, s, marker, group, rows, cols);
-    uint32_t padded = nd_cq_padded(m);
-    size_t packed = (size_t)rows * m->row_bytes, bytes = packed + (size_t)rows * m->groups * 2;
-    p.a = cq_random_bytes(m, s);
-    p.b = malloc(bytes);
-    memcpy(p.b, p.a, bytes);
-    p.t = *m;
-    p.t.packed = p.b, p.t.norms = p.b + packed;
-    CHECK(nd_cq_repack(&p.t, p.b, p.b + packed) == 0, "repack failed");
-    p.xr = malloc((size_t)5 * padded * sizeof(float)); /* five activations */
-    for (size_t i = 0; i < (size_t)5 * padded; i++) p.xr[i] = (float)(2 * rng_unit(s) - 1);
-    return p;
-}
-
-static void free_pair(pair *p) { free(p->a), free(p->b), free(p->xr); }
-
-static const uint32_t markers[] = {2, 3, 4, 5};
-static const uint32_t groups_[] = {8, 16, 32, 64, 128, 256};
-static const uint32_t row_counts[] = {5, 16, 17, 33, 100};
-#define FOR_SHAPES                                                    \
-    for (int mi = 0; mi < 4; mi++)                                    \
-        for (int gi = 0; gi < 6; gi++)                                \
-            for (int ri = 0; ri < 5; ri++)                            \
-                for (int wi = 0; wi < 3; wi++)
-#define SHAPE markers[mi], groups_[gi], row_counts[ri], \
-    (wi == 0 ? 2 * groups_[gi] : wi == 1 ? 3 * groups_[gi] - 5 : 3)
-
 static int same_bits(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof(float)) == 0; }
 
 static void test_repack_keeps_indices(void) {
     uint64_t s = 11;
-    FOR_SHAPES {
-        pair p = make_pair(&s, SHAPE);
+    CQ_FOR_SHAPES {
+        cq_pair p = cq_pair_make(&s, CQ_SHAPE);
+        CHECK(p.repack == 0, "repack failed");
         const nd_cq *m = &p.m, *t = &p.t;
         int tileable = m->rows >= 16; /* every width the tests make: bits 2 to 4, groups of 8 and up */
         CHECK(t->tiles == (tileable ? m->rows / 16 : 0), "bits %u rows %u: %u tiles", m->bits, m->rows, t->tiles);
@@ -70,7 +31,7 @@ static void test_repack_keeps_indices(void) {
                 bad += nd_cqt_norm(t, r, g) != nd_load_fp16(m->norms + 2 * ((size_t)r * m->groups + g));
         }
         CHECK(bad == 0, "bits %u group %u rows %u: %u indices or norms moved", m->bits, m->group, m->rows, bad);
-        free_pair(&p);
+        cq_pair_free(&p);
     }
 }
 
@@ -78,8 +39,9 @@ static void test_repack_keeps_indices(void) {
  * tail rows run the archive kernel, so they match it). */
 static void test_exact_matches_reference(void) {
     uint64_t s = 12;
-    FOR_SHAPES {
-        pair p = make_pair(&s, SHAPE);
+    CQ_FOR_SHAPES {
+        cq_pair p = cq_pair_make(&s, CQ_SHAPE);
+        CHECK(p.repack == 0, "repack failed");
         uint32_t rows = p.m.rows, tr = p.t.tiles * 16, pad = nd_cq_padded(&p.m);
         float *want = malloc(3 * rows * sizeof(float)), *tail = malloc(rows * sizeof(float));
         float *got = malloc(3 * rows * sizeof(float)), *one = malloc(rows * sizeof(float));
@@ -107,7 +69,7 @@ static void test_exact_matches_reference(void) {
         }
         CHECK(ok, "bits %u group %u rows %u cols %u: exact tiled differs", p.m.bits, p.m.group, rows, p.m.cols);
         free(want), free(tail), free(got), free(one);
-        free_pair(&p);
+        cq_pair_free(&p);
     }
 }
 
@@ -118,10 +80,11 @@ static void test_exact_matches_reference(void) {
 static void test_lut_error_bound(void) {
     uint64_t s = 13;
     double worst_rel = 0, sq_err = 0, sq_ref = 0;
-    FOR_SHAPES {
-        pair p = make_pair(&s, SHAPE);
+    CQ_FOR_SHAPES {
+        cq_pair p = cq_pair_make(&s, CQ_SHAPE);
+        CHECK(p.repack == 0, "repack failed");
         const nd_cq *m = &p.m;
-        if (!p.t.tiles) { free_pair(&p); continue; }
+        if (!p.t.tiles) { cq_pair_free(&p); continue; }
         uint32_t tr = p.t.tiles * 16, codes = m->group * m->bits / 4;
         float *y = malloc(m->rows * sizeof(float));
         nd_cqt_gemv_lut_ref(&p.t, p.xr, y);
@@ -149,7 +112,7 @@ static void test_lut_error_bound(void) {
         }
         CHECK(ok, "bits %u group %u rows %u: error above the rounding bound", m->bits, m->group, m->rows);
         free(y);
-        free_pair(&p);
+        cq_pair_free(&p);
     }
     double rel = sqrt(sq_err / sq_ref);
     printf("  two int8 tables: rms error %.3g of rms output; worst %.2f of the bound\n", rel, worst_rel);
@@ -161,9 +124,10 @@ static void test_lut_error_bound(void) {
  * rows: the exact kernel's); zero x gives 0. */
 static void test_lut_gemm_and_zero(void) {
     uint64_t s = 14;
-    FOR_SHAPES {
-        pair p = make_pair(&s, SHAPE);
-        if (!p.t.tiles) { free_pair(&p); continue; }
+    CQ_FOR_SHAPES {
+        cq_pair p = cq_pair_make(&s, CQ_SHAPE);
+        CHECK(p.repack == 0, "repack failed");
+        if (!p.t.tiles) { cq_pair_free(&p); continue; }
         uint32_t rows = p.m.rows, tr = p.t.tiles * 16, pad = nd_cq_padded(&p.m);
         size_t bytes = nd_cq_lut_bytes(&p.t);
         int8_t *tb = malloc(5 * bytes);
@@ -198,7 +162,7 @@ static void test_lut_gemm_and_zero(void) {
         for (uint32_t r = 0; r < rows; r++) zero = fmaxf(zero, fabsf(y[r]));
         CHECK(zero == 0, "zero activation gives %g", zero);
         free(tb), free(sc), free(y), free(one);
-        free_pair(&p);
+        cq_pair_free(&p);
     }
 }
 
@@ -207,9 +171,10 @@ static void test_lut_gemm_and_zero(void) {
  * group change is not shared. */
 static void test_lut_split_matches_fused(void) {
     uint64_t s = 17;
-    FOR_SHAPES {
-        pair p = make_pair(&s, SHAPE);
-        if (!p.t.tiles) { free_pair(&p); continue; }
+    CQ_FOR_SHAPES {
+        cq_pair p = cq_pair_make(&s, CQ_SHAPE);
+        CHECK(p.repack == 0, "repack failed");
+        if (!p.t.tiles) { cq_pair_free(&p); continue; }
         uint32_t rows = p.m.rows, tr = p.t.tiles * 16;
         int8_t *tb = malloc(nd_cq_lut_bytes(&p.m));
         float *sc = malloc(p.m.groups * sizeof(float));
@@ -230,15 +195,16 @@ static void test_lut_split_matches_fused(void) {
         ok &= same_bits(a, b, tr);
         CHECK(ok, "bits %u group %u rows %u: split tables differ from fused", p.m.bits, p.m.group, rows);
         free(tb), free(sc), free(a), free(b);
-        free_pair(&p);
+        cq_pair_free(&p);
     }
 }
 
 /* Gathering a row of the repacked matrix gives nd_cq_row_ref's row. */
 static void test_gather(void) {
     uint64_t s = 15;
-    FOR_SHAPES {
-        pair p = make_pair(&s, SHAPE);
+    CQ_FOR_SHAPES {
+        cq_pair p = cq_pair_make(&s, CQ_SHAPE);
+        CHECK(p.repack == 0, "repack failed");
         const nd_cq *m = &p.m;
         float *want = malloc((m->cols + 1) * sizeof(float)), *got = malloc((m->cols + 1) * sizeof(float));
         float scratch[ND_CQ_MAX_GROUP];
@@ -251,7 +217,7 @@ static void test_gather(void) {
         }
         CHECK(ok, "bits %u group %u rows %u: gathered rows differ", m->bits, m->group, m->rows);
         free(want), free(got);
-        free_pair(&p);
+        cq_pair_free(&p);
     }
 }
 
@@ -260,9 +226,10 @@ static void test_gather(void) {
  * activations plus odd batch sizes. */
 static void test_simd_twins(void) {
     uint64_t s = 16;
-    FOR_SHAPES {
-        pair p = make_pair(&s, SHAPE);
-        if (!p.t.tiles) { free_pair(&p); continue; }
+    CQ_FOR_SHAPES {
+        cq_pair p = cq_pair_make(&s, CQ_SHAPE);
+        CHECK(p.repack == 0, "repack failed");
+        if (!p.t.tiles) { cq_pair_free(&p); continue; }
         uint32_t rows = p.m.rows, tr = p.t.tiles * 16, pad = nd_cq_padded(&p.m);
         float *a = malloc(5 * rows * sizeof(float)), *b = malloc(5 * rows * sizeof(float));
         nd_cqt_gemv_ref(&p.t, p.xr, a);
@@ -292,7 +259,7 @@ static void test_simd_twins(void) {
         free(ta), free(tbs), free(sa), free(sb);
         CHECK(ok, "bits %u group %u rows %u cols %u: simd128 differs", p.m.bits, p.m.group, rows, p.m.cols);
         free(a), free(b);
-        free_pair(&p);
+        cq_pair_free(&p);
     }
 }
 #endif
