@@ -15,6 +15,7 @@
 
 #include "format/archive.h"
 #include "kernels/cq.h"
+#include "kernels/cq_q8.h"
 #include "format/fp16.h"
 #include "needle.h"
 #include "platform.h"
@@ -91,27 +92,24 @@ static double time_cq(uint32_t bits, uint32_t rows, uint32_t cols, uint32_t grou
     float *xr = x + padded, *y = xr + padded;
     for (uint32_t i = 0; i < cols; i++) x[i] = random_unit(seed);
     nd_cq_rotate(&m, x, xr);
-    /* A decode step's path: tiled matrices build their int8 tables, then run
-     * the table GEMV (session.c matmul); others run nd_cq_matmul. */
-    size_t tb_bytes = m.tiles ? nd_cq_lut_bytes(&m) : 0;
-    int8_t *tables = m.tiles ? malloc(tb_bytes + m.groups * sizeof(float)) : NULL;
-    if (m.tiles && !tables) {
+    /* A decode step's path (session.c matmuls): the activation quantised,
+     * the tables built (tiled matrices), then the q8 GEMV. */
+    uint8_t *q = malloc(nd_q8_bytes(&m) + nd_q8_tables_bytes(&m));
+    if (!q) {
         free(bytes), free(x);
         nd_fail(err, NEEDLE_E_NOMEM, "no memory for the tables of a [%u, %u] benchmark matrix", rows, cols);
         return -1;
     }
-    float *scales = (float *)(tables + tb_bytes);
+    int8_t *tables = (int8_t *)q + nd_q8_bytes(&m);
+    const nd_cq *mp = &m;
     double t0 = nd_now_ms();
     for (uint32_t it = 0; it < iterations; it++) {
-        if (!m.tiles) {
-            nd_cq_matmul(&m, xr, 1, y);
-            continue;
-        }
-        nd_cq_lut_build(&m, xr, tables, scales);
-        nd_cq_matmul_lut(&m, xr, 1, tables, scales, y);
+        nd_q8_activation(&m, xr, q);
+        if (m.tiles) nd_q8_tables(&m, q, tables);
+        nd_cq_matmul_q8(&mp, &y, 1, q, 1, m.tiles ? tables : NULL);
     }
     double ms = nd_now_ms() - t0;
-    free(bytes), free(x), free(tables);
+    free(bytes), free(x), free(q);
     return ms;
 }
 

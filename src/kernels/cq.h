@@ -95,27 +95,15 @@ void nd_cq_gemm_simd128(const nd_cq *m, const float *xr, uint32_t n, float *y);
  * rows 16t..16t+15 form tile t: byte b of their 16 index streams lies at
  * packed[(t * row_bytes + b) * 16 + lane], i.e. each 16-byte vector holds one
  * byte of 16 rows; the norms of the tile follow as [t][group][16] fp16. The
- * rows % 16 tail rows keep the archive layout after the tiles. A "code" is
- * what one 16-entry table is looked up by: two 2-bit indices (first in the
- * low bits: each nibble of a 2-bit stream), one 4-bit index (each nibble) or
- * one 3-bit index (eight of them in every three bytes, unpacked with shifts),
- * so one i8x16.swizzle per code serves 16 rows at once.
+ * rows % 16 tail rows keep the archive layout after the tiles. One
+ * i8x16.swizzle of a tile vector's indices (nibbles, or 3-bit indices
+ * unpacked with shifts) looks up a value for 16 rows at once.
  *
- * Two kinds of kernels read it:
- * - exact (f32): bit-identical to nd_cq_gemv_ref on the archive layout (same
- *   products, same summation order, rows in SIMD lanes);
- * - lut (fast): per activation and group, tables T[code][e] = sum of level(e)
- *   times the code's activations, in units of bound / 127 (bound = max
- *   |level| times the largest sum of |x| one code reads, i.e. the table's
- *   absmax for symmetric levels), as two int8 tables: hi = round(T) and the
- *   rest, lo = round(127 (T - hi)) (half to even). Per (row, group) the
- *   integer 127 sum(hi) + sum(lo) is exact in int32 and y += (norm * scale)
- *   * sum, scale = bound / 127^2. Its error is the rounding of lo: at most
- *   scale / 2 per code, times norm, 127 times finer than one int8 table,
- *   whose rounding alone cost as much as the A8 quantisation the model was
- *   trained with (a8.h); the second table costs one more lookup per code.
- * Each has a scalar `_ref` (the specification, cq_tiled.c) and a SIMD128 twin
- * that must match it bit for bit. */
+ * The exact (f32) kernels read it bit-identical to nd_cq_gemv_ref on the
+ * archive layout (same products, same summation order, rows in SIMD lanes),
+ * and fast mode's int8 kernels (cq_q8.h) read it too. Each has a scalar
+ * `_ref` (the specification, cq_tiled.c) and a SIMD128 twin that must match
+ * it bit for bit. */
 
 #define ND_CQ_TILE 16u
 
@@ -135,50 +123,20 @@ uint32_t nd_cqt_index(const nd_cq *m, uint32_t row, uint32_t k);
 float nd_cqt_norm(const nd_cq *m, uint32_t row, uint32_t g);
 
 /* Kernels over the tiled rows [0, tiles*16) only; nd_cq_matmul adds the tail. */
-void nd_cqt_gemv_ref(const nd_cq *m, const float *xr, float *y);     /* exact */
-void nd_cqt_gemm_ref(const nd_cq *m, const float *xr, uint32_t n, float *y); /* exact, n activations */
-/* int8 tables built from xr: the specification of the table kernels below */
-void nd_cqt_gemv_lut_ref(const nd_cq *m, const float *xr, float *y);
+void nd_cqt_gemv_ref(const nd_cq *m, const float *xr, float *y);
+void nd_cqt_gemm_ref(const nd_cq *m, const float *xr, uint32_t n, float *y); /* n activations */
 #ifdef ND_SIMD128
 void nd_cqt_gemv_simd128(const nd_cq *m, const float *xr, float *y);
 void nd_cqt_gemm_simd128(const nd_cq *m, const float *xr, uint32_t n, float *y);
 #endif
 
-/* Shared int8 tables (fast mode). Several matrices that read the same
- * rotated activation build identical tables when nd_cq_lut_shared holds
- * (same group, width, bits and levels), so the tables are built once per
- * activation by nd_cq_lut_build and each tiled product runs from them:
- * nd_cqt_gemv_lut_tables gives the same bits as nd_cqt_gemv_lut_ref on the
- * same xr. One activation's tables are nd_cq_lut_bytes(m) bytes
- * ([group][hi, lo][code][16]) and m->groups scales; the tables of n activations lie
- * one after the other (nd_cqt_gemm_lut_tables), as do their scales. */
-static inline uint32_t nd_cq_codes(const nd_cq *m) { return m->bits == 2 ? m->group / 2 : m->group; } /* a group's */
-static inline size_t nd_cq_lut_bytes(const nd_cq *m) { return (size_t)m->groups * nd_cq_codes(m) * 32; }
+/* A "code" is what one 16-entry table of the int8 GEMV (cq_q8.h) is looked
+ * up by: two 2-bit indices (first in the low bits: each nibble of a 2-bit
+ * stream), one 4-bit index (each nibble) or one 3-bit index; a group has
+ * nd_cq_codes of them. Matrices for which nd_cq_lut_shared holds (same
+ * group, width, bits and levels) share one activation's tables. */
+static inline uint32_t nd_cq_codes(const nd_cq *m) { return m->bits == 2 ? m->group / 2 : m->group; }
 int nd_cq_lut_shared(const nd_cq *a, const nd_cq *b);
-void nd_cq_lut_build_ref(const nd_cq *m, const float *xr, int8_t *tables, float *scales);
-void nd_cqt_gemv_lut_tables_ref(const nd_cq *m, const int8_t *tables, const float *scales, float *y);
-void nd_cqt_gemm_lut_tables_ref(const nd_cq *m, const int8_t *tables, const float *scales, uint32_t n, float *y);
-#ifdef ND_SIMD128
-void nd_cq_lut_build_simd128(const nd_cq *m, const float *xr, int8_t *tables, float *scales);
-void nd_cqt_gemv_lut_tables_simd128(const nd_cq *m, const int8_t *tables, const float *scales, float *y);
-void nd_cqt_gemm_lut_tables_simd128(const nd_cq *m, const int8_t *tables, const float *scales, uint32_t n,
-                                    float *y);
-#define nd_cq_lut_build nd_cq_lut_build_simd128
-#else
-#define nd_cq_lut_build nd_cq_lut_build_ref
-#endif
-
-/* Y[t][rows] = W X[t] of a tiled matrix in fast mode for n activations
- * rotated into XR (stride padded), from the tables built for them: the tiled
- * rows from the tables, the tail rows exact from XR. */
-void nd_cq_matmul_lut(const nd_cq *m, const float *xr, uint32_t n, const int8_t *tables, const float *scales,
-                      float *y);
-
-/* nd_cq_matmul_lut of `count` matrices that share xr and its tables
- * (nd_cq_lut_shared), ys[i] the result of ms[i]: the same bits, in one
- * hand-off to the thread pool. */
-void nd_cq_matmul_lut_many(const nd_cq *const *ms, float *const *ys, uint32_t count, const float *xr, uint32_t n,
-                           const int8_t *tables, const float *scales);
 
 /* Row gather of either layout (nd_cq_row_ref's contract, same results). */
 void nd_cq_gather(const nd_cq *m, uint32_t row, float *out, float *scratch);

@@ -29,7 +29,7 @@ float nd_q8_levels(const nd_cq *m, int8_t lv[16]) {
 
 void nd_q8_activation_ref(const nd_cq *m, const float *xr, void *q) {
     int16_t *xq = q;
-    float *scales = (float *)(xq + nd_cq_padded(m));
+    float *scales = (float *)nd_q8_scales(m, q);
     for (uint32_t g = 0; g < m->groups; g++)
         scales[g] = nd_q8_quantise(xr + (size_t)g * m->group, m->group, xq + (size_t)g * m->group);
 }

@@ -22,7 +22,8 @@
  *
  * A quantised activation is int16 (widened once, so the SIMD kernels need
  * not widen it per row), padded columns in natural order, then one float
- * scale per group; n activations lie one after the other (nd_q8_bytes each).
+ * scale per group (4-byte aligned); n activations lie one after the other
+ * (nd_q8_bytes each).
  *
  * The kernels read the tiled layout (cq.h) and compute its tiled rows; the
  * dispatch adds the tail rows. Each `_ref` is the specification; its
@@ -47,12 +48,13 @@ float nd_q8_quantise(const float *x, uint32_t n, int16_t *q);
 /* m's levels as int8 (entries past 2^bits are 0); returns their scale cbs. */
 float nd_q8_levels(const nd_cq *m, int8_t lv[16]);
 
-/* Bytes of one quantised activation of m (4-byte aligned when q is). */
+/* Bytes of one quantised activation of m: the int16 columns rounded up to 4
+ * bytes, then the group scales. */
 static inline size_t nd_q8_bytes(const nd_cq *m) {
-    return nd_cq_padded(m) * sizeof(int16_t) + (size_t)m->groups * sizeof(float);
+    return (nd_cq_padded(m) * sizeof(int16_t) + 3) / 4 * 4 + (size_t)m->groups * sizeof(float);
 }
 static inline const float *nd_q8_scales(const nd_cq *m, const void *q) {
-    return (const float *)((const int16_t *)q + nd_cq_padded(m));
+    return (const float *)((const uint8_t *)q + (nd_cq_padded(m) * sizeof(int16_t) + 3) / 4 * 4);
 }
 
 /* Quantises the rotated activation xr[padded] of m into q (nd_q8_bytes). */

@@ -28,7 +28,7 @@ INLINE v128_t round_away(v128_t v) {
     v128_t away = wasm_f32x4_ge(wasm_f32x4_abs(wasm_f32x4_sub(v, t)), wasm_f32x4_splat(0.5f));
     v128_t one = wasm_v128_or(wasm_v128_and(v, wasm_i32x4_splat((int32_t)0x80000000u)), wasm_f32x4_splat(1.0f));
     v128_t r = wasm_f32x4_add(t, wasm_v128_and(away, one));
-    r = wasm_f32x4_min(wasm_f32x4_max(r, wasm_f32x4_splat(-128.0f)), wasm_f32x4_splat(127.0f));
+    r = wasm_f32x4_pmin(wasm_f32x4_pmax(r, wasm_f32x4_splat(-128.0f)), wasm_f32x4_splat(127.0f)); /* NaN stays */
     return wasm_i32x4_trunc_sat_f32x4(r);
 }
 
@@ -59,7 +59,7 @@ void nd_q8_activation_simd128(const nd_cq *m, const float *xr, void *q) {
         return;
     }
     int16_t *xq = q;
-    float *scales = (float *)(xq + nd_cq_padded(m));
+    float *scales = (float *)nd_q8_scales(m, q);
     for (uint32_t g = 0; g < m->groups; g++)
         scales[g] = quantise8(xr + (size_t)g * m->group, m->group, xq + (size_t)g * m->group);
 }
@@ -106,7 +106,7 @@ void nd_q8_tables_simd128(const nd_cq *m, const void *q, int8_t *tables) {
 INLINE void combine(const v128_t nv[4], float cbs, float sx, const v128_t sum[4], v128_t out[4]) {
     v128_t c = wasm_f32x4_splat(cbs), s = wasm_f32x4_splat(sx);
     for (int k = 0; k < 4; k++)
-        out[k] = wasm_f32x4_add(out[k], wasm_f32x4_mul(wasm_f32x4_convert_i32x4(sum[k]),
+        out[k] = wasm_f32x4_add(out[k], wasm_f32x4_mul(small_to_f32(sum[k]),
                                                        wasm_f32x4_mul(wasm_f32x4_mul(nv[k], c), s)));
 }
 

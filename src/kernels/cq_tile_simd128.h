@@ -1,6 +1,6 @@
 /* cq_tile_simd128.h: reading the tiled layout (cq.h) in SIMD128, shared by
- * the f32 and table kernels (cq_tiled_simd128.c) and the int8 ones
- * (cq_q8_simd128.c): a tile's norms and index vectors. */
+ * the f32 kernels (cq_tiled_simd128.c) and the int8 ones (cq_q8_simd128.c):
+ * a tile's norms and index vectors, and exact small integers as floats. */
 #ifndef ND_CQ_TILE_SIMD128_H
 #define ND_CQ_TILE_SIMD128_H
 #include <wasm_simd128.h>
@@ -23,6 +23,15 @@ INLINE void norms16(const uint8_t *p, v128_t out[4]) {
         v128_t f = wasm_f32x4_mul(wasm_i32x4_shl(wasm_v128_and(w[i], mag), 13), scale);
         out[i] = wasm_v128_or(f, wasm_i32x4_shl(wasm_v128_and(w[i], sgn), 16));
     }
+}
+
+/* The i32 lanes of v (|v| < 2^22) as floats: the integer added to the bits
+ * of 1.5 * 2^23 lands in the mantissa, and subtracting 1.5 * 2^23 leaves it,
+ * exactly. f32x4.convert_i32x4 gives the same, but LLVM 14 may fold it with
+ * an i16 widening before it into a conversion from i16 lanes that it then
+ * splits into one scalar conversion per lane. */
+INLINE v128_t small_to_f32(v128_t v) {
+    return wasm_f32x4_sub(wasm_i32x4_add(v, wasm_i32x4_splat(0x4B400000)), wasm_f32x4_splat(12582912.0f));
 }
 
 static inline const uint8_t *tile_norms(const nd_cq *m, uint32_t t, uint32_t g) {

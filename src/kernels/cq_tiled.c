@@ -92,109 +92,6 @@ void nd_cqt_gemm_ref(const nd_cq *m, const float *xr, uint32_t n, float *y) {
     for (uint32_t t = 0; t < n; t++) nd_cqt_gemv_ref(m, xr + (size_t)t * nd_cq_padded(m), y + (size_t)t * m->rows);
 }
 
-/* ---- int8 tables (two per code) ------------------------------------------ */
-
-/* Largest |level| of the matrix's 2^bits levels. */
-static float level_max(const nd_cq *m) {
-    float l = 0.0f;
-    for (uint32_t i = 0; i < (1u << m->bits); i++) l = fmaxf(l, fabsf(m->levels[i]));
-    return l;
-}
-
-/* The group's int8 tables of the activation x, tb[2][codes][16] (see
- * cq.h); returns the scale. The scale comes from a bound rather than the
- * table's true absmax, so it costs one pass over x: amax = lmax * max over
- * codes of the sum of |x| the code reads (the true absmax when the levels
- * are symmetric, as Lloyd-Max levels are). Entries v are built from xs =
- * x * (127 / amax), so every |v| <= 127 up to a few ulps: the first table
- * holds rint(v), the second rint(127 * (v - rint(v))) in [-64, 64] (the
- * difference is exact in float), both rounded half to even. */
-static float tables_ref(const nd_cq *m, const float *x, int8_t *tb) {
-    uint32_t codes = nd_cq_codes(m);
-    int8_t *lo = tb + (size_t)codes * 16;
-    float most = 0.0f, xs[ND_CQ_MAX_GROUP];
-    for (uint32_t j = 0; j < codes; j++)
-        most = fmaxf(most, m->bits != 2 ? fabsf(x[j]) : fabsf(x[2 * j]) + fabsf(x[2 * j + 1]));
-    float amax = level_max(m) * most;
-    if (!(amax > 0.0f)) {
-        memset(tb, 0, (size_t)codes * 32);
-        return 0.0f;
-    }
-    float inv = 127.0f / amax;
-    for (uint32_t k = 0; k < m->group; k++) xs[k] = x[k] * inv;
-    for (uint32_t j = 0; j < codes; j++)
-        for (uint32_t e = 0; e < 16; e++) {
-            float v = m->bits == 2 ? m->levels[e & 3] * xs[2 * j] + m->levels[e >> 2] * xs[2 * j + 1]
-                      : e >> m->bits ? 0.0f /* 3 bits: no index reads entries 8..15 */
-                                     : m->levels[e] * xs[j];
-            float hi = rintf(v); /* ties to even */
-            tb[j * 16 + e] = (int8_t)hi;
-            lo[j * 16 + e] = (int8_t)rintf((v - hi) * 127.0f);
-        }
-    return amax / (127.0f * 127.0f);
-}
-
-/* Code j of row r in group g: indices 2j and 2j + 1 (2 bits), else index j. */
-static uint32_t code_at(const nd_cq *m, uint32_t r, uint32_t g, uint32_t j) {
-    if (m->bits != 2) return nd_cqt_index(m, r, g * m->group + j);
-    uint32_t k = g * m->group + 2 * j;
-    return nd_cqt_index(m, r, k) | nd_cqt_index(m, r, k + 1) << 2;
-}
-
-/* Row r's integer sum over group g's tables: 127 * (sum of its first-table
- * entries) + (sum of its second-table entries), exact in int32. */
-static int32_t table_sum(const nd_cq *m, const int8_t *tb, uint32_t r, uint32_t g) {
-    uint32_t codes = nd_cq_codes(m);
-    int32_t hi = 0, lo = 0;
-    for (uint32_t j = 0; j < codes; j++) {
-        uint32_t e = j * 16 + code_at(m, r, g, j);
-        hi += tb[e];
-        lo += tb[codes * 16 + e];
-    }
-    return 127 * hi + lo;
-}
-
-void nd_cqt_gemv_lut_ref(const nd_cq *m, const float *xr, float *y) {
-    int8_t tb[ND_CQ_MAX_GROUP * 32];
-    uint32_t rows = m->tiles * ND_CQ_TILE;
-    memset(y, 0, rows * sizeof(float));
-    for (uint32_t g = 0; g < m->groups; g++) {
-        float scale = tables_ref(m, xr + (size_t)g * m->group, tb);
-        for (uint32_t r = 0; r < rows; r++) y[r] += (nd_cqt_norm(m, r, g) * scale) * (float)table_sum(m, tb, r, g);
-    }
-}
-
-int nd_cq_lut_shared(const nd_cq *a, const nd_cq *b) {
-    return a->group == b->group && a->groups == b->groups && a->bits == b->bits &&
-           memcmp(a->levels, b->levels, (sizeof *a->levels << a->bits)) == 0;
-}
-
-void nd_cq_lut_build_ref(const nd_cq *m, const float *xr, int8_t *tables, float *scales) {
-    size_t step = (size_t)nd_cq_codes(m) * 32;
-    for (uint32_t g = 0; g < m->groups; g++) scales[g] = tables_ref(m, xr + (size_t)g * m->group, tables + g * step);
-}
-
-/* nd_cqt_gemv_lut_ref with the tables of each group read instead of built. */
-void nd_cqt_gemv_lut_tables_range_ref(const nd_cq *m, const int8_t *tables, const float *scales, float *y,
-                                      uint32_t t0, uint32_t t1) {
-    uint32_t r0 = t0 * ND_CQ_TILE, r1 = t1 * ND_CQ_TILE, codes = nd_cq_codes(m);
-    memset(y + r0, 0, (r1 - r0) * sizeof(float));
-    for (uint32_t g = 0; g < m->groups; g++) {
-        const int8_t *tb = tables + (size_t)g * codes * 32;
-        for (uint32_t r = r0; r < r1; r++) y[r] += (nd_cqt_norm(m, r, g) * scales[g]) * (float)table_sum(m, tb, r, g);
-    }
-}
-
-void nd_cqt_gemv_lut_tables_ref(const nd_cq *m, const int8_t *tables, const float *scales, float *y) {
-    nd_cqt_gemv_lut_tables_range_ref(m, tables, scales, y, 0, m->tiles);
-}
-
-void nd_cqt_gemm_lut_tables_ref(const nd_cq *m, const int8_t *tables, const float *scales, uint32_t n, float *y) {
-    for (uint32_t t = 0; t < n; t++)
-        nd_cqt_gemv_lut_tables_ref(m, tables + t * nd_cq_lut_bytes(m), scales + (size_t)t * m->groups,
-                                   y + (size_t)t * m->rows);
-}
-
 /* ---- dispatch ------------------------------------------------------------- */
 
 void nd_cq_gather(const nd_cq *m, uint32_t row, float *out, float *scratch) {
@@ -215,13 +112,9 @@ void nd_cq_gather(const nd_cq *m, uint32_t row, float *out, float *scratch) {
 #ifdef ND_SIMD128
 #define CQT_GEMV_RANGE nd_cqt_gemv_range_simd128
 #define CQT_GEMM nd_cqt_gemm_simd128
-#define CQT_GEMM_LUT_TABLES nd_cqt_gemm_lut_tables_simd128
-#define CQT_GEMV_LUT_TABLES_RANGE nd_cqt_gemv_lut_tables_range_simd128
 #else
 #define CQT_GEMV_RANGE nd_cqt_gemv_range_ref
 #define CQT_GEMM nd_cqt_gemm_ref
-#define CQT_GEMM_LUT_TABLES nd_cqt_gemm_lut_tables_ref
-#define CQT_GEMV_LUT_TABLES_RANGE nd_cqt_gemv_lut_tables_range_ref
 #endif
 
 /* ---- splitting across threads (threads.h) ----------------------------------
@@ -241,8 +134,6 @@ typedef struct {
     const nd_cq *const *ms;
     float *const *ys;
     const float *xr;
-    const int8_t *tables; /* NULL: the exact kernels */
-    const float *scales;
     uint32_t n, split, first[SPLIT_MATRICES + 1]; /* first[i]: the chunks before matrix i */
 } split_job;
 
@@ -261,23 +152,17 @@ static void split_chunk(const void *p, uint32_t c) {
     uint32_t k = c - j->first[i];
     if (j->n == 1) {
         uint32_t per = j->split ? SPLIT_TILES : m->tiles, t0 = k * per, t1 = chunk_end(k, per, m->tiles);
-        if (j->tables) CQT_GEMV_LUT_TABLES_RANGE(m, j->tables, j->scales, j->ys[i], t0, t1);
-        else CQT_GEMV_RANGE(m, j->xr, j->ys[i], t0, t1);
+        CQT_GEMV_RANGE(m, j->xr, j->ys[i], t0, t1);
         return;
     }
     uint32_t per = j->split ? SPLIT_TOKENS : j->n, t0 = k * per, n = chunk_end(k, per, j->n) - t0;
-    float *y = j->ys[i] + (size_t)t0 * m->rows;
-    if (j->tables)
-        CQT_GEMM_LUT_TABLES(m, j->tables + t0 * nd_cq_lut_bytes(m), j->scales + (size_t)t0 * m->groups, n, y);
-    else
-        CQT_GEMM(m, j->xr + (size_t)t0 * nd_cq_padded(m), n, y);
+    CQT_GEMM(m, j->xr + (size_t)t0 * nd_cq_padded(m), n, j->ys[i] + (size_t)t0 * m->rows);
 }
 
 /* The tiled rows of count (<= SPLIT_MATRICES) matrices as one pool job, then
  * their tail rows (exact). */
-static void tiled_matmul(const nd_cq *const *ms, float *const *ys, uint32_t count, const float *xr, uint32_t n,
-                         const int8_t *tables, const float *scales) {
-    split_job j = {.ms = ms, .ys = ys, .xr = xr, .tables = tables, .scales = scales, .n = n, .split = 1};
+static void tiled_matmul(const nd_cq *const *ms, float *const *ys, uint32_t count, const float *xr, uint32_t n) {
+    split_job j = {.ms = ms, .ys = ys, .xr = xr, .n = n, .split = 1};
     for (uint32_t i = 0; i < count; i++) j.split &= ms[i]->tiles >= SPLIT_MIN_TILES && nd_threads() > 1;
     for (uint32_t i = 0; i < count; i++)
         j.first[i + 1] = j.first[i] + (!j.split ? 1 : n == 1 ? chunks_of(ms[i]->tiles, SPLIT_TILES)
@@ -292,18 +177,12 @@ static void tiled_matmul(const nd_cq *const *ms, float *const *ys, uint32_t coun
 }
 
 void nd_cq_matmul(const nd_cq *m, const float *xr, uint32_t n, float *y) {
-    if (m->tiles) tiled_matmul(&m, &y, 1, xr, n, NULL, NULL);
+    if (m->tiles) tiled_matmul(&m, &y, 1, xr, n);
     else if (n == 1) nd_cq_gemv(m, xr, y);
     else nd_cq_gemm(m, xr, n, y);
 }
 
-void nd_cq_matmul_lut_many(const nd_cq *const *ms, float *const *ys, uint32_t count, const float *xr, uint32_t n,
-                           const int8_t *tables, const float *scales) {
-    for (uint32_t i = 0; i < count; i += SPLIT_MATRICES)
-        tiled_matmul(ms + i, ys + i, count - i < SPLIT_MATRICES ? count - i : SPLIT_MATRICES, xr, n, tables, scales);
-}
-
-void nd_cq_matmul_lut(const nd_cq *m, const float *xr, uint32_t n, const int8_t *tables, const float *scales,
-                      float *y) {
-    nd_cq_matmul_lut_many(&m, &y, 1, xr, n, tables, scales);
+int nd_cq_lut_shared(const nd_cq *a, const nd_cq *b) {
+    return a->group == b->group && a->groups == b->groups && a->bits == b->bits &&
+           memcmp(a->levels, b->levels, (sizeof *a->levels << a->bits)) == 0;
 }

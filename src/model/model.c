@@ -240,10 +240,10 @@ static int load_tokenizer(needle_model *m, needle_error *err) {
     return NEEDLE_OK;
 }
 
-/* Tiles matrix c in place (writable bytes w alias the archive) when it has
- * 8 tiles or more: the int8 table kernels' break-even. */
+/* Tiles matrix c in place (writable bytes w alias the archive) when it can
+ * be: the SIMD kernels of both modes read tiles (cq.h). */
 static int repack_one(const needle_model *m, uint8_t *w, nd_cq *c, needle_error *err) {
-    if (c->rows < 8 * ND_CQ_TILE || !nd_cq_tileable(c)) return NEEDLE_OK;
+    if (!nd_cq_tileable(c)) return NEEDLE_OK;
     if (ND_IS_V3(&m->archive.geometry) && (c->packed < m->archive.bytes || c->packed >= m->archive.bytes + m->archive.size))
         return NEEDLE_OK; /* a widened binary matrix (model_v3.c) keeps its layout */
     size_t at = (size_t)(c->packed - m->archive.bytes), norms = (size_t)(c->norms - m->archive.bytes);
@@ -252,14 +252,24 @@ static int repack_one(const needle_model *m, uint8_t *w, nd_cq *c, needle_error 
     return NEEDLE_OK;
 }
 
-/* Every matrix a GEMV reads with 8 tiles or more: the attention projections,
- * the engram key and value, the embedding (the logits; its row gathers read
- * either layout). The mHC Phi matrices (4 to 16 rows) keep the archive
- * layout, which the fast mode's int8 kernel (cq_a8.h) reads. */
+/* Needle 3 scores only the first outVocabulary rows: those are tiled, and
+ * the rows after them (read only by row gathers) keep the archive layout
+ * after the tiles, as any matrix's tail rows do. */
+static int repack_embedding(needle_model *m, uint8_t *w, needle_error *err) {
+    nd_cq head = m->embedding;
+    head.rows = m->archive.geometry.out_vocab < head.rows ? m->archive.geometry.out_vocab : head.rows;
+    int rc = repack_one(m, w, &head, err);
+    m->embedding.tiles = head.tiles;
+    return rc;
+}
+
+/* Every matrix a product reads, but the mHC Phi ones: the attention
+ * projections, the engram key and value, the embedding (the logits; its row
+ * gathers read either layout). The Phi matrices (4 to 16 rows) keep the
+ * archive layout, which the fast mode's a8 kernel (cq_a8.h) reads. */
 static int repack_all(needle_model *m, uint8_t *w, needle_error *err) {
     const nd_geometry *g = &m->archive.geometry;
-    /* Needle 3 scores only the first outVocabulary rows: the logits read them as an untiled view. */
-    int rc = g->out_vocab == g->vocab ? repack_one(m, w, &m->embedding, err) : NEEDLE_OK;
+    int rc = repack_embedding(m, w, err);
     for (uint32_t i = 0; i < g->layers && !rc; i++) {
         nd_layer *l = &m->layers[i];
         nd_cq *all[] = {&l->q, &l->k, &l->v, &l->gate, &l->out};

@@ -25,6 +25,7 @@
 #include "kernels/activation.h"
 #include "kernels/attention.h"
 #include "kernels/cq_a8.h"
+#include "kernels/cq_q8.h"
 #include "format/fp16.h"
 #include "kernels/hadamard.h"
 #include "model/mlp3.h"
@@ -49,7 +50,7 @@ struct needle_session {
     const needle_model *model;
     uint32_t window, sinks, position;
     int kv_format;
-    int exact;                    /* exact-float mode: f32 kernels only, no int8 tables */
+    int exact;                    /* exact-float mode: f32 kernels only, no int8 */
     uint32_t hdp;                 /* widest head (q/k or v) as stored: padded to 4 (f32), 32 (int8), 64 (CQ) */
     size_t row_bytes, slot_bytes; /* one K or V head row; every row of one position */
     uint32_t kv_cap, tok_cap, v0_cap;
@@ -69,8 +70,10 @@ struct needle_session {
     /* scratch, one allocation: see session_scratch() */
     float *buf, *x, *nx, *xr, *mpre, *mpost, *mres, *u, *bx, *h, *a, *ek, *ev;
     float *q, *gt, *o, *k, *v, *e, *keep, *rope, *tmp, *z;
-    float *lut, *lut_scale;       /* [chunk] int8 tables of s->xr (nd_cq_lut_bytes each) and their scales */
-    const nd_cq *lut_of;          /* the matrix they were built for, NULL: none for this xr */
+    float *q8;                    /* [chunk] s->xr quantised for the q8 kernels (nd_q8_bytes each) */
+    const nd_cq *q8_of;           /* the matrix it was quantised for, NULL: none for this xr */
+    float *lut;                   /* the q8 GEMV's tables of one quantised position (nd_q8_tables_bytes) */
+    const nd_cq *lut_of;          /* the matrix they were built for, NULL: none for this q8 */
     float *a8;                    /* [chunk] s->xr quantised for nd_cq_a8_gemv (a float a column) */
     const nd_cq *a8_of;           /* the matrix it was quantised for, NULL: none for this xr */
     /* per KV head, its queries over a chunk (rep * ND_CHUNK): see attn_alloc() */
@@ -256,11 +259,10 @@ static void matmul_a8(needle_session *s, const nd_cq *const *ms, float *const *y
     nd_parallel(a8_rows, &job, job.first[count]);
 }
 
-static void lut_position(const void *ctx, uint32_t t) {
+static void q8_position(const void *ctx, uint32_t t) {
     const position_job *j = ctx;
     needle_session *s = j->s;
-    nd_cq_lut_build(j->m, s->xr + (size_t)t * nd_cq_padded(j->m), (int8_t *)s->lut + t * nd_cq_lut_bytes(j->m),
-                    s->lut_scale + (size_t)t * j->m->groups);
+    nd_q8_activation(j->m, s->xr + (size_t)t * nd_cq_padded(j->m), (uint8_t *)s->q8 + t * nd_q8_bytes(j->m));
 }
 
 /* Rotates x (T activations at stride `stride`) into s->xr for m, unless
@@ -271,59 +273,72 @@ static void rotate_for(needle_session *s, const nd_cq *m, const nd_cq *prev, con
     if (prev && prev->group == m->group && prev->cols == m->cols) return;
     position_job job = {s, m, x, stride};
     nd_parallel(rotate_position, &job, T);
-    s->lut_of = NULL;
+    s->q8_of = NULL;
     s->a8_of = NULL;
 }
 
-/* Builds the int8 tables of s->xr for m, unless the last built serve it
- * (the same levels: building them costs about a third of a 512-row GEMV). */
-static void tables_for(needle_session *s, const nd_cq *m, uint32_t T) {
-    if (s->lut_of && nd_cq_lut_shared(s->lut_of, m)) return;
-    position_job job = {s, m, NULL, 0};
-    nd_parallel(lut_position, &job, T);
-    s->lut_of = m;
-}
+static int q8_shared(const nd_cq *a, const nd_cq *b) { return a->group == b->group && a->groups == b->groups; }
 
-/* y[T][m->rows] = m x[t] for T activations at stride `stride` (rotation
- * shared with `prev`, see rotate_for). Fast mode takes the int8 kernels:
- * a8 for the short archive-layout matrices, tables for the tiled ones (the
- * loader tiles those of 8 tiles or more, where building the tables pays). */
-static void matmul(needle_session *s, const nd_cq *m, const nd_cq *prev, const float *x, size_t stride,
-                   uint32_t T, float *y) {
-    rotate_for(s, m, prev, x, stride, T);
-    if (!s->exact && nd_cq_a8_fits(m)) {
-        matmul_a8(s, &m, &y, 1, T);
-    } else if (s->exact || !m->tiles) {
-        nd_cq_matmul(m, s->xr, T, y);
-    } else {
-        tables_for(s, m, T);
-        nd_cq_matmul_lut(m, s->xr, T, (const int8_t *)s->lut, s->lut_scale, y);
+/* Quantises s->xr for m (the engine's int8 per group), unless it already is
+ * for a matrix of the same group and width; for one position also builds
+ * m's GEMV tables, unless the last built serve it (the same levels). */
+static void quantise_for(needle_session *s, const nd_cq *m, uint32_t T) {
+    if (!s->q8_of || !q8_shared(s->q8_of, m)) {
+        position_job job = {s, m, NULL, 0};
+        nd_parallel(q8_position, &job, T);
+        s->q8_of = m;
+        s->lut_of = NULL;
+    }
+    if (T == 1 && m->tiles && !(s->lut_of && nd_cq_lut_shared(s->lut_of, m))) {
+        nd_q8_tables(m, s->q8, (int8_t *)s->lut);
+        s->lut_of = m;
     }
 }
 
-/* ys[i] = ms[i] x for `count` matrices reading the same x. In
- * fast mode, when all take the same int8 kernel and share its activation
- * (tables or a8 quantisation), one rotation and one pool job serve them
- * all; otherwise they run one after the other. */
+/* ys[i][T][rows] = ms[i] x[t] for `count` matrices reading the same x (T
+ * activations at stride `stride`). Fast mode computes the makers' engine numerics (cq_q8.h); the
+ * matrices share one quantisation and, for one position, one set of tables
+ * when their levels are the same; otherwise they run one after the other. */
 static void matmuls(needle_session *s, const nd_cq *const *ms, float *const *ys, uint32_t count, const float *x,
                     size_t stride, uint32_t T) {
-    int lut = !s->exact, a8 = !s->exact && count <= A8_MAX;
-    for (uint32_t i = 0; i < count; i++) {
-        int same = ms[i]->cols == ms[0]->cols;
-        lut &= same && ms[i]->tiles && nd_cq_lut_shared(ms[0], ms[i]);
-        a8 &= same && nd_cq_a8_fits(ms[i]) && nd_cq_a8_shared(ms[0], ms[i]);
-    }
-    if (!lut && !a8) {
-        for (uint32_t i = 0; i < count; i++) matmul(s, ms[i], i ? ms[i - 1] : NULL, x, stride, T, ys[i]);
+    int shared = 1;
+    for (uint32_t i = 1; i < count; i++)
+        shared &= ms[i]->cols == ms[0]->cols && q8_shared(ms[0], ms[i]) &&
+                  (T > 1 || (ms[i]->tiles && ms[0]->tiles && nd_cq_lut_shared(ms[0], ms[i])));
+    if (!shared || s->exact) {
+        for (uint32_t i = 0; i < count; i++) {
+            rotate_for(s, ms[i], i ? ms[i - 1] : NULL, x, stride, T);
+            if (s->exact) {
+                nd_cq_matmul(ms[i], s->xr, T, ys[i]);
+                continue;
+            }
+            quantise_for(s, ms[i], T);
+            nd_cq_matmul_q8(ms + i, ys + i, 1, s->q8, T, T == 1 ? (const int8_t *)s->lut : NULL);
+        }
         return;
     }
     rotate_for(s, ms[0], NULL, x, stride, T);
-    if (a8) {
-        matmul_a8(s, ms, ys, count, T);
+    quantise_for(s, ms[0], T);
+    nd_cq_matmul_q8(ms, ys, count, s->q8, T, T == 1 ? (const int8_t *)s->lut : NULL);
+}
+
+static void matmul(needle_session *s, const nd_cq *m, const float *x, size_t stride, uint32_t T, float *y) {
+    matmuls(s, &m, &y, 1, x, stride, T);
+}
+
+/* The mHC Phi products: in fast mode the a8 kernel where it fits, which
+ * reads the archive layout (4 to 16 rows, too few for tiles: see cq_a8.h). */
+static void phi_matmuls(needle_session *s, const nd_cq *const *ms, float *const *ys, uint32_t count,
+                        const float *x, size_t stride, uint32_t T) {
+    int a8 = !s->exact && count <= A8_MAX;
+    for (uint32_t i = 0; i < count; i++)
+        a8 &= ms[i]->cols == ms[0]->cols && nd_cq_a8_fits(ms[i]) && nd_cq_a8_shared(ms[0], ms[i]);
+    if (!a8) {
+        matmuls(s, ms, ys, count, x, stride, T);
         return;
     }
-    tables_for(s, ms[0], T);
-    nd_cq_matmul_lut_many(ms, ys, count, s->xr, T, (const int8_t *)s->lut, s->lut_scale);
+    rotate_for(s, ms[0], NULL, x, stride, T);
+    matmul_a8(s, ms, ys, count, T);
 }
 
 /* ---- caches --------------------------------------------------------------- */
@@ -568,7 +583,6 @@ static void norm_in_position(const void *ctx, uint32_t t) {
     uint32_t d = j->s->model->archive.geometry.hidden;
     float *h = j->s->h + (size_t)t * d;
     zcrms(j->s->bx + (size_t)t * d, j->l->norm_in, d, h);
-    if (!j->s->exact) nd_a8(h, d);
 }
 
 /* bx += attn_gate * zcrms(a, post_norm) at position t. */
@@ -659,9 +673,7 @@ static void attention_block(needle_session *s, uint32_t li, uint32_t p0, uint32_
     clock = stage_lap(s, NEEDLE_STAGE_ATTN_PROJ, clock);
     attend(s, li, p0, T);
     clock = stage_lap(s, NEEDLE_STAGE_ATTENTION, clock);
-    if (!s->exact)
-        for (uint32_t t = 0; t < T; t++) nd_a8(s->o + (size_t)t * ow, ow);
-    matmul(s, &l->out, NULL, s->o, ow, T, s->a);
+    matmul(s, &l->out, s->o, ow, T, s->a);
     nd_parallel(post_norm_position, &job, T);
     stage_lap(s, NEEDLE_STAGE_ATTN_PROJ, clock);
 }
@@ -740,7 +752,6 @@ static void engram_gather(needle_session *s, const nd_site *st, const uint32_t *
         nd_cq_gather(&st->tables, t * g->engram_slots + slots[t], row, s->tmp);
         for (uint32_t i = 0; i < g->engram_sub; i++) row[i] *= keep[t];
     }
-    if (!s->exact) nd_a8(e, g->engram_tables * g->engram_sub); /* e before Wkey and Wval: an A8 point */
 }
 
 /* Site `site` at layer input u: bx = u + alpha * ev (spec section 3). */
@@ -898,7 +909,7 @@ static void mhc_pre(needle_session *s, const nd_layer *l, uint32_t li, uint32_t 
     nd_parallel(mhc_norm_position, &job, T);
     const nd_cq *phi[] = {&l->phi_pre, &l->phi_post, &l->phi_res};
     float *out[] = {s->mpre, s->mpost, s->mres};
-    matmuls(s, phi, out, 3, s->nx, nd, T);
+    phi_matmuls(s, phi, out, 3, s->nx, nd, T);
     nd_parallel(mhc_mix_position, &job, T);
 }
 
@@ -964,9 +975,10 @@ static void final_logits(needle_session *s, uint32_t first, uint32_t T, float *l
     if (ND_IS_V3(g) && g->out_vocab < g->vocab) {
         /* Needle 3's input-only rows are never scored: their logits are -inf. */
         uint32_t n = T - first, scored = g->out_vocab;
-        nd_cq head = nd_cq_rows(&s->model->embedding, 0, scored);
+        nd_cq head = s->model->embedding; /* its tiles lie within the scored rows (model.c) */
+        head.rows = scored;
         final_hidden(s, first, T);
-        matmul(s, &head, NULL, s->u, g->hidden, n, logits);
+        matmul(s, &head, s->u, g->hidden, n, logits);
         for (uint32_t t = n; t-- > 0;) {
             memmove(logits + (size_t)t * g->vocab, logits + (size_t)t * scored, scored * sizeof(float));
             for (uint32_t r = scored; r < g->vocab; r++) logits[(size_t)t * g->vocab + r] = -INFINITY;
@@ -975,10 +987,10 @@ static void final_logits(needle_session *s, uint32_t first, uint32_t T, float *l
     }
 #endif
     final_hidden(s, first, T);
-    matmul(s, &s->model->embedding, NULL, s->u, g->hidden, T - first, logits);
+    matmul(s, &s->model->embedding, s->u, g->hidden, T - first, logits);
 }
 
-/* u[T'][d] = zcrms(mean of lanes, final_norm) for positions first..T-1 (A8 in fast mode). */
+/* u[T'][d] = zcrms(mean of lanes, final_norm) for positions first..T-1. */
 static void final_hidden(needle_session *s, uint32_t first, uint32_t T) {
     const nd_geometry *g = &s->model->archive.geometry;
     uint32_t n = g->lanes, d = g->hidden;
@@ -987,7 +999,6 @@ static void final_hidden(needle_session *s, uint32_t first, uint32_t T) {
         float *f = s->u + (size_t)(t - first) * d;
         lane_mean(x, n, d, f);
         zcrms(f, s->model->final_norm, d, f);
-        if (!s->exact) nd_a8(f, d);
     }
 }
 
@@ -1119,7 +1130,7 @@ static void rebuild_v0(needle_session *s, uint32_t r) {
         for (uint32_t site = 0; site < g->site_count; site++) {
             const nd_site *st = &s->model->sites[site];
             engram_gather(s, st, s->slots, s->keep, s->e);
-            matmul(s, &st->value, NULL, s->e, 0, 1, v0_at(s, site, p));
+            matmul(s, &st->value, s->e, 0, 1, v0_at(s, site, p));
         }
     }
 }
@@ -1197,12 +1208,13 @@ static int session_scratch(needle_session *s, needle_error *err) {
     if (tmp < ND_CQ_MAX_GROUP) tmp = ND_CQ_MAX_GROUP;
     float **ptr[] = {&s->x, &s->nx, &s->xr, &s->mpre, &s->mpost, &s->mres, &s->u, &s->bx, &s->h,
                      &s->a, &s->ek, &s->ev, &s->q, &s->gt, &s->o, &s->k, &s->v, &s->e,
-                     &s->keep, &s->rope, &s->tmp, &s->lut, &s->lut_scale, &s->a8, &s->z};
-    /* int8 tables of a position: at most one code a column (two 2-bit columns share one), two 16-byte tables a code */
+                     &s->keep, &s->rope, &s->tmp, &s->q8, &s->lut, &s->a8, &s->z};
+    /* q8: an int16 and at most a float scale a column; the tables of one position: at most one code a
+     * column (two 2-bit columns share one), two 16-byte planes a code */
     uint64_t wide = widest_input(m, 0), tiled = widest_input(m, 1);
     uint64_t len[] = {B * nd, B * nd, B * wide, B * n, B * n, B * n * n, B * d, B * d,
                       B * d, B * d, B * d, B * d, B * qw, B * ow, B * ow, B * kw, B * vw,
-                      B * width, B * tb, B * g->head_dim, tmp, B * tiled * 32 / sizeof(float), B * tiled, B * wide, B * z};
+                      B * width, B * tb, B * g->head_dim, tmp, B * (wide * 3 / 2 + 1), tiled * 32 / sizeof(float), B * wide, B * z};
     size_t total = 0;
     for (size_t i = 0; i < sizeof len / sizeof *len; i++)
         if (!add_size(&total, len[i])) return nd_fail(err, NEEDLE_E_NOMEM, "session scratch overflows");

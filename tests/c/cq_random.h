@@ -1,4 +1,4 @@
-/* cq_random.h: random CQ matrices for the kernel tests (test_cq, test_lut,
+/* cq_random.h: random CQ matrices for the kernel tests (test_cq, test_tiled, test_q8,
  * test_a8): the header fields and levels, and random packed bytes and norms
  * for the tests that need no list of the indices. */
 #ifndef TEST_CQ_RANDOM_H

@@ -2,12 +2,10 @@
 // float64 reference of needle3-model.md (tests/js/reference/model3.js), on
 // random archives of many geometries: in exact-float mode every position's
 // logits agree within max|diff| <= 1e-3 * max|ref| (measured 1.3e-7 to
-// 3.9e-7), and the default fast mode runs the trained numerics (the
-// reference with A8 at every point of section 6, int8 K/V): within 1e-2 of
-// it (measured 1.8e-7 to 5.2e-3; 1.1e-2 and 1.2e-2 where 1-bit and ternary
-// weights make A8 itself move the logits by 1-2e-2, 1.9e-2 with the CQ K/V of
-// kvBits 4, whose cached K/V level indices are the A8 reference's at 98.9% of
-// entries), with the same greedy token at every clear position. Also: prefill equals
+// 3.9e-7), and the default fast mode computes the makers' engine numerics
+// (the reference with its CQ products in q8.js and A8 at nx, the query heads
+// and the int8 K/V, section 6) within the bounds below, with the same greedy
+// token at every clear position. Also: prefill equals
 // token-by-token decode, and a rewind re-runs the convolution's state, also
 // back to the sinks long after their raw rows left the ring.
 import { test } from 'node:test';
@@ -29,23 +27,24 @@ const RELEASED_TOKENIZER = makeTestTokenizerBlob(syntheticPieces(8192));
 // 0-2); together: conv on and off, bands and global layers, every CQ width
 // (1-bit included), engine windows with sinks, kvBits 8 and 4, scored rows
 // fewer than embedding rows, seed strides, and the released geometry.
+// fastBound: the measured value, where above 1e-2, and room: each A8 and q8 rounding that the
+// reference's float64 inputs put on the other side of a half moves the logits (measured 5.7e-4 to
+// 1.14e-2 against this reference; 1.8e-7 to 1.9e-2 against the A8 one before fast mode took the
+// engine's numerics).
 const CASES = [
-  { name: 'tiny, 2-bit, band 8 over 20 tokens', geometry: {}, bits: 2, length: 20 },
+  { name: 'tiny, 2-bit, band 8 over 20 tokens', geometry: {}, bits: 2, length: 20, fastBound: 1.5e-2 },
   { name: 'no convolution, 3-bit, qk 16 = vd', bits: 3, geometry: { qkvConvTaps: 0, headDimension: 16 } },
   { name: 'every layer global, 4-bit, group 64, 4 lanes', bits: 4, group: 64,
     geometry: { slidingWindow: 0, globalLayers: [], lanes: 4, hidden: 96, hadamardDimension: 128 } },
   { name: 'binary weights, conv 2, 1 lane', bits: 1, fastBound: 1.5e-2, geometry: { qkvConvTaps: 2, lanes: 1 } },
   { name: 'ternary, engine window 6 with 3 sinks, band 5, over 24 tokens', bits: 'ternary', window: 6, sinks: 3,
-    fastBound: 1.5e-2,
     length: 24, geometry: { slidingWindow: 5, globalLayers: [1] } },
   // The makers' engine keeps the q/k/v convolution's and the engram's sources by position: only
   // attention is windowed. A window of 2 is shorter than the convolution's 3 taps and than the
   // engram's n-grams and taps, so a session that hid those sources with the window would differ.
   { name: 'engine window 2 with 1 sink, shorter than the conv taps and engram reach: only attention is windowed',
-    bits: 2, window: 2, sinks: 1, length: 20, fastBound: 1.5e-2 },
-  // kvBits 4: fast mode's own roundings move 1.1% of the 16-level K/V indices (98.89% measured; the
-  // same limit as Needle 2's kvBits 4 case, issue 13), and so the logits by up to 1.9e-2.
-  { name: 'kvBits 4, MQA, qk 32 > vd 16', bits: 2, group: 64, fastBound: 2.5e-2, kvLevelFloor: 0.985,
+    bits: 2, window: 2, sinks: 1, length: 20 },
+  { name: 'kvBits 4, MQA, qk 32 > vd 16', bits: 2, group: 64,
     geometry: { kvBits: 4, kvHeads: 1, headDimension: 32, hidden: 64, hadamardDimension: 64 } },
   { name: 'outVocabulary 300 of 320 rows, seed stride 3, one site', bits: 2,
     geometry: { outVocabulary: 300, engramSeedHeads: 3, sites: [1] } },
@@ -82,19 +81,19 @@ for (const [i, c] of CASES.entries()) {
       worst = Math.max(worst, error);
       assert.ok(error <= 1e-3, `position ${p}: max|diff| / max|ref| = ${error.toExponential(2)}`);
     }
-    const { logits: a8, kvIndices } = referenceForward3(reference, ids, { ...options, a8: true, kvIndices: true });
+    const { logits: engine, kvIndices } = referenceForward3(reference, ids, { ...options, a8: true, q8: true, kvIndices: true });
     const fast = model.logits(ids, { all: true, exact: false, ...options });
-    const fastError = Math.max(...fast.map((row, p) => relativeError(row.subarray(0, scored), a8[p])));
-    const a8Shift = Math.max(...a8.map((row, p) => relativeError(row, want[p])));
-    const { flips, clear } = greedyFlips(fast.map((row) => row.subarray(0, scored)), a8);
-    console.log(`# ${c.name}: exact vs reference ${worst.toExponential(2)}; fast vs A8 reference ${fastError.toExponential(2)} `
-      + `(A8 vs exact ${a8Shift.toExponential(2)}), greedy flips ${flips} of ${clear}`);
-    assert.ok(fastError <= (c.fastBound ?? 1e-2), `fast mode drifted from the A8 model: ${fastError}`);
+    const fastError = Math.max(...fast.map((row, p) => relativeError(row.subarray(0, scored), engine[p])));
+    const shift = Math.max(...engine.map((row, p) => relativeError(row, want[p])));
+    const { flips, clear } = greedyFlips(fast.map((row) => row.subarray(0, scored)), engine);
+    console.log(`# ${c.name}: exact vs reference ${worst.toExponential(2)}; fast vs engine-numerics reference `
+      + `${fastError.toExponential(2)} (that reference vs exact ${shift.toExponential(2)}), greedy flips ${flips} of ${clear}`);
+    assert.ok(fastError <= (c.fastBound ?? 1e-2), `fast mode drifted from the engine numerics: ${fastError}`);
     assert.equal(flips, 0, `fast mode picks another greedy token at ${flips} of ${clear} clear positions`);
     if (reference.geometry.kvBits !== 8) { // issue 13's check where K/V are CQ: the cached level indices
       const share = kvLevelAgreement(model, ids, options, kvIndices);
-      console.log(`# ${c.name}: K/V levels as the A8 reference's: ${(share * 100).toFixed(2)}%`);
-      assert.ok(share >= (c.kvLevelFloor ?? 0.99), `fast mode's K/V levels match the A8 reference's at ${share} of entries`);
+      console.log(`# ${c.name}: K/V levels as the engine-numerics reference's: ${(share * 100).toFixed(2)}%`);
+      assert.ok(share >= 0.999, `fast mode's K/V levels match the reference's at ${share} of entries`);
     }
     model.free();
   });

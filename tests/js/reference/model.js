@@ -3,7 +3,7 @@
 // spec lists them, positions processed one at a time as a decoder would.
 // No optimisation beyond caching each dequantised matrix once per archive.
 //
-//   referenceForward(archive, ids, { window, sinks, kvQuant, a8, valid })
+//   referenceForward(archive, ids, { window, sinks, kvQuant, a8, q8, valid })
 //     -> { logits: Float64Array[] (one per position), cells: Float64Array[][], kvIndices }
 //
 // archive comes from readArchive (archive.js). Options:
@@ -14,6 +14,9 @@
 //           (kvBits 8 runs exact); false: never; 2/3/4: force that width.
 //   a8      true: per-vector int8 fake quantisation at the four A8 points of
 //           section 5 (default false: the spec makes it optional).
+//   q8      true: every CQ product but the mHC Phi ones in the makers' engine
+//           numerics (q8.js), which quantise the product's input themselves,
+//           so the A8 points before them are left out (the engine's fast mode).
 //   kvIndices true: also return kvIndices[layer][position][kv head] = { k, v },
 //           the CQ level index of every rotated K and V value (kvBits 2/3/4).
 //   valid   optional boolean per position (the reference's padding mask): an
@@ -22,6 +25,7 @@
 
 import { denseMatrix, matrixRow, roundToHalf } from './archive.js';
 import { fwht } from './hadamard.js';
+import { matVecQ8 } from './q8.js';
 
 const EPS = 1e-6;
 const SINKHORN_ITERATIONS = 20;
@@ -47,6 +51,13 @@ export function matVec(tensor, x) {
     y[r] = s;
   }
   return y;
+}
+
+/** W x as the options ask: a CQ W in the engine's numerics when state.q8,
+ *  its input A8-quantised first when state.a8 and not q8. */
+export function product(state, tensor, x) {
+  if (state.q8 && tensor.packed) return matVecQ8(tensor, x);
+  return matVec(tensor, state.a8 && !state.q8 ? fakeQuantA8(x) : x);
 }
 
 /** Rows [first, first + count) of W times x: one layer's slice of a flattened Φ matrix. */
@@ -262,8 +273,7 @@ function engramAt(archive, state, s, p) {
       e.set(matrixRow(site.tables, t * g.engramSlots + slot), t * sub);
     }
   }
-  const eq = state.a8 ? fakeQuantA8(e) : e;
-  const out = { k: matVec(site.key, eq), v0: matVec(site.value, eq) };
+  const out = { k: product(state, site.key, e), v0: product(state, site.value, e) };
   memo.set(p, out);
   return out;
 }
@@ -302,10 +312,9 @@ function attention(archive, state, i, p, hIn) {
   const g = archive.geometry;
   const lw = archive.weights.layers[i];
   const hd = g.headDimension;
-  const h = state.a8 ? fakeQuantA8(hIn) : hIn;
-  const q = matVec(lw.q, h);
-  const k = matVec(lw.k, h);
-  const v = matVec(lw.v, h);
+  const q = product(state, lw.q, hIn);
+  const k = product(state, lw.k, hIn);
+  const v = product(state, lw.v, hIn);
   const head = (vec, j) => vec.subarray(j * hd, (j + 1) * hd);
   const keys = [];
   const values = [];
@@ -334,9 +343,9 @@ function attention(archive, state, i, p, hIn) {
       for (let c = 0; c < hd; c++) o[qh * hd + c] += w * vt[c];
     });
   }
-  const gate = matVec(lw.gate, h); // the gate reads the normed (A8) input h
+  const gate = product(state, lw.gate, hIn); // the gate reads the normed (A8) input h
   const gated = Float64Array.from(o, (x, j) => x * sigmoid(gate[j]));
-  return matVec(lw.out, state.a8 ? fakeQuantA8(gated) : gated);
+  return product(state, lw.out, gated);
 }
 
 /** block_i(x): gated attention and the Hadamard MLP, each with its residual. */
@@ -365,9 +374,8 @@ function step(archive, state, p) {
     X = mixLanes(R, X, hpost, y);
     cells.push(laneMean(X));
   }
-  let x = zcrms(cells[cells.length - 1], archive.weights.finalNorm);
-  if (state.a8) x = fakeQuantA8(x);
-  const logits = state.wantLogits ? matVec(archive.weights.embedding, x) : null;
+  const x = zcrms(cells[cells.length - 1], archive.weights.finalNorm);
+  const logits = state.wantLogits ? product(state, archive.weights.embedding, x) : null;
   return { logits, cells };
 }
 
@@ -384,6 +392,7 @@ export function referenceForward(archive, ids, opts = {}) {
     sinks: opts.sinks || 0,
     kvLevels: kvLevels(archive, opts.kvQuant === undefined ? true : opts.kvQuant),
     a8: Boolean(opts.a8),
+    q8: Boolean(opts.q8),
     kvIndices: opts.kvIndices ? Array.from({ length: g.layers }, () => []) : null,
     wantLogits: opts.logits !== false,
     keys: Array.from({ length: g.layers }, () => []),

@@ -6,15 +6,18 @@
 // conditioning, and the trained numerics (a8: int8 at nx, the attention
 // input, every query head, K and V at kvBits 8, the gated output, e, the final
 // x). Positions are processed one at a time, as a decoder would.
+// q8: the CQ products but the mHC Phi ones in the makers' engine numerics
+// (model.js, q8.js), in place of the A8 points before them.
 //
-//   referenceForward3(archive3, ids, { window, sinks, a8, kvQuant, valid, kvIndices })
+//   referenceForward3(archive3, ids, { window, sinks, a8, q8, kvQuant, valid, kvIndices })
 //     -> { logits: Float64Array[] (outVocabulary each), cells: Float64Array[][], kvIndices }
 //   kvIndices true (kvBits 2-4): also kvIndices[layer][position][kv head] = { k, v },
 //   the CQ level index of every rotated K and V value (the padded length).
 
 import { denseMatrix, matrixRow } from './archive.js';
 import { kronecker } from './archive3.js';
-import { engramSlot, fakeQuantA8, kvLevels, kvQuantise, matVec, rmsUnit, rope, sigmoid, sinkhorn, zcrms } from './model.js';
+import { engramSlot, fakeQuantA8, kvLevels, kvQuantise, product, rmsUnit, rope, sigmoid, sinkhorn, zcrms } from './model.js';
+import { matVecQ8 } from './q8.js';
 
 const KV_BUDGET_BYTES = 12058624;
 const silu = (z) => z * sigmoid(z);
@@ -74,11 +77,10 @@ function convolve(taps, raw, p, C, width, valid) {
 function attention(archive, state, i, p, hIn) {
   const g = archive.geometry, lw = archive.weights.layers[i];
   const qk = g.qkDimension, vd = g.vDimension, H = g.queryHeads, KV = g.kvHeads;
-  const h = state.a8 ? fakeQuantA8(hIn) : hIn;
   const raw = state.raw[i];
-  raw.q[p] = matVec(lw.q, h);
-  raw.k[p] = matVec(lw.k, h);
-  raw.v[p] = matVec(lw.v, h);
+  raw.q[p] = product(state, lw.q, hIn);
+  raw.k[p] = product(state, lw.k, hIn);
+  raw.v[p] = product(state, lw.v, hIn);
   // The convolution reads the positions this layer's mask allows (a padded batch drops the rest).
   const valid = (t) => state.valid[t] && (g.global[i] || p - t < g.slidingWindow);
   const C = g.convTaps;
@@ -107,9 +109,9 @@ function attention(archive, state, i, p, hIn) {
       for (let c = 0; c < vd; c++) o[qh * vd + c] += w * vt[c];
     });
   }
-  const gate = matVec(lw.gate, h);
+  const gate = product(state, lw.gate, hIn);
   const gated = Float64Array.from(o, (x, j) => x * sigmoid(gate[j]));
-  return matVec(lw.out, state.a8 ? fakeQuantA8(gated) : gated);
+  return product(state, lw.out, gated);
 }
 
 /** F(z) = w_a^T Z w_b over z viewed as a row-major [ba, bb] matrix Z. */
@@ -186,8 +188,7 @@ function engramAt(archive, state, s, p) {
       e.set(matrixRow(site.tables, t * g.engramSlots + engramSlot(o * stride + h, recent, g.engramSlots)), t * sub);
     }
   }
-  const eq = state.a8 ? fakeQuantA8(e) : e;
-  const out = { k: matVec(site.key, eq), v0: matVec(site.value, eq) };
+  const out = { k: product(state, site.key, e), v0: product(state, site.value, e) };
   memo.set(p, out);
   return out;
 }
@@ -220,6 +221,7 @@ function step(archive, state, p) {
     cells.push(laneMean(X));
   }
   let x = zcrms(cells[cells.length - 1], archive.weights.finalNorm);
+  if (state.q8) return { logits: matVecQ8(archive.weights.embedding, x, g.outVocabulary), cells };
   if (state.a8) x = fakeQuantA8(x);
   const E = denseMatrix(archive.weights.embedding);
   const logits = Float64Array.from({ length: g.outVocabulary }, (_, r) => {
@@ -240,6 +242,7 @@ export function referenceForward3(archive, ids, opts = {}) {
     sinks: opts.sinks || 0,
     kvLevels: kvLevels(archive, opts.kvQuant === undefined ? true : opts.kvQuant),
     a8: Boolean(opts.a8),
+    q8: Boolean(opts.q8),
     raw: Array.from({ length: g.layers }, () => ({ q: [], k: [], v: [] })),
     keys: Array.from({ length: g.layers }, () => []),
     values: Array.from({ length: g.layers }, () => []),
