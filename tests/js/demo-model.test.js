@@ -28,10 +28,11 @@ const ARCHIVE = new URL('../../dist/demo.cact', import.meta.url);
 const reference = JSON.parse(readFileSync(new URL('reference.json', DEMO_MODEL_DIR), 'utf8'));
 const torchLogits = new Float32Array(readFileSync(new URL('reference-logits.f32', DEMO_MODEL_DIR)).buffer.slice(0));
 const examples = heldout();
-// Measured (manifest.json): exact call 0.732 of 600; fast and exact mode agree on 0.985 of 600
-// (0.98 of the first 200), no-SIMD and threaded builds on all; retrieval 0.973; confidence AUROC
-// 0.842 (greedy; 0.662 when the decode probability took the call's tokens alone:
-// src/train/README.md); in 200 held-out conversations, 191 later requests reached and 154 of them right.
+// Measured (manifest.json, fast mode in the makers' engine numerics): exact call 0.735 of 600;
+// fast and exact mode agree on 0.983 of 600 (0.99 of the first 200), no-SIMD and threaded builds on
+// all; retrieval 0.973; confidence AUROC 0.841 (greedy; 0.662 when the decode probability took the
+// call's tokens alone: src/train/README.md); in 200 held-out conversations, 191 later requests
+// reached and 156 of them right.
 const FLOORS = {
   exactCall: 0.71, sameAsExact: 0.965, sameBuilds: 0.99, retrieval: 0.955, auroc: 0.82, laterReached: 180, laterRight: 0.78,
 };
