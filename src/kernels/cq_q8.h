@@ -1,11 +1,12 @@
 /* cq_q8.h: CQ matrix products in the makers' engine numerics: int8 weights
- * against int8 activations, summed exactly in integers (issue 48).
+ * against int8 activations, summed exactly in integers.
  *
  * The makers' engine does not run the A8 numerics Needle 2 was trained with
  * (a8.h); per the public port that reproduced it bit for bit (needle-rs,
  * docs/engine-rules.md, "NUMERICS") it multiplies a CQ matrix like this:
- * - the activation, rotated per group (nd_cq_rotate: the normalised
- *   Walsh-Hadamard), becomes int8 per group by the engine's quantiser:
+ * - the activation, rotated per group of the weights (nd_cq_rotate: the
+ *   normalised Walsh-Hadamard; 128 wide in the released archives), becomes
+ *   int8 per group by the engine's quantiser:
  *   scale sx = amax * ND_K127 (1 when the group is all zero; the engine never
  *   divides by 127), q = x * (1 / sx) rounded half away from zero and
  *   saturated to [-128, 127] (a NaN is 0);
@@ -84,9 +85,10 @@ void nd_cqt_q8_gemv_simd128(const nd_cq *m, const void *q, const int8_t *tables,
 #endif
 
 /* Y[t][rows] = W X[t] of `count` matrices reading the same n quantised
- * activations q (nd_cq_a8_shared widths), every row: the tiled rows split
- * across the thread pool by tiles, the tail rows after. `tables`: for n == 1,
- * the activation's tables for every matrix (nd_cq_lut_shared), or NULL. */
+ * activations q (same group and width), every row: the tiled rows split
+ * across the thread pool by tiles, the tail rows after (the reference). `tables`:
+ * for n == 1, the activation's tables, which serve every matrix
+ * (nd_cq_lut_shared), or NULL. */
 void nd_cq_matmul_q8(const nd_cq *const *ms, float *const *ys, uint32_t count, const void *q, uint32_t n,
                      const int8_t *tables);
 

@@ -296,9 +296,10 @@ static void quantise_for(needle_session *s, const nd_cq *m, uint32_t T) {
 }
 
 /* ys[i][T][rows] = ms[i] x[t] for `count` matrices reading the same x (T
- * activations at stride `stride`). Fast mode computes the makers' engine numerics (cq_q8.h); the
- * matrices share one quantisation and, for one position, one set of tables
- * when their levels are the same; otherwise they run one after the other. */
+ * activations at stride `stride`). Fast mode computes the makers' engine
+ * numerics (cq_q8.h): the matrices share one quantisation and, for one
+ * position, one set of tables when their levels are the same; otherwise
+ * they run one after the other. */
 static void matmuls(needle_session *s, const nd_cq *const *ms, float *const *ys, uint32_t count, const float *x,
                     size_t stride, uint32_t T) {
     int shared = 1;
