@@ -122,3 +122,13 @@ test('needle_bench_gemv times every width and rejects bad arguments with a messa
     model.free();
   }
 });
+
+test('ab-bench measures two checkouts alternately: every median positive, each ratio B against A', async () => {
+  const { abBench } = await import('../../src/tools/ab-bench.mjs');
+  const r = await abBench(root, root, { rounds: 1, archive: fileURLToPath(TINY) });
+  assert.deepEqual(Object.keys(r), ['decode_t1', 'prefill_t1', 'command_t1', 'decode_t2', 'prefill_t2']);
+  for (const [name, { a, b, ratio }] of Object.entries(r)) {
+    assert.ok(a > 0 && b > 0 && Number.isFinite(a) && Number.isFinite(b), `${name}: ${a} ${b}`);
+    assert.equal(ratio, name.startsWith('command') ? a / b : b / a, `${name}: the ratio is faster-is-higher`);
+  }
+});
