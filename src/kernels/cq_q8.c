@@ -89,6 +89,8 @@ typedef struct {
     const void *q;
     const int8_t *tables;
     uint32_t n, first[SPLIT_MAX + 1]; /* first[i]: the chunks before matrix i */
+    int8_t lv[SPLIT_MAX][16];         /* matrix i's int8 levels and their scale */
+    float cbs[SPLIT_MAX];
 } q8_job;
 
 static void q8_chunk(const void *p, uint32_t c) {
@@ -98,8 +100,8 @@ static void q8_chunk(const void *p, uint32_t c) {
     const nd_cq *m = j->ms[i];
     uint32_t t0 = (c - j->first[i]) * SPLIT_TILES, t1 = t0 + SPLIT_TILES < m->tiles ? t0 + SPLIT_TILES : m->tiles;
 #ifdef ND_SIMD128
-    if (j->n == 1 && j->tables) nd_cqt_q8_gemv_simd128(m, j->q, j->tables, j->ys[i], t0, t1);
-    else nd_cqt_q8_gemm_simd128(m, j->q, j->n, j->ys[i], t0, t1);
+    if (j->n == 1 && j->tables) nd_cqt_q8_gemv_simd128(m, j->cbs[i], j->q, j->tables, j->ys[i], t0, t1);
+    else nd_cqt_q8_gemm_simd128(m, j->lv[i], j->cbs[i], j->q, j->n, j->ys[i], t0, t1);
 #else
     nd_cqt_q8_gemm_ref(m, j->q, j->n, j->ys[i], t0, t1);
 #endif
@@ -110,7 +112,10 @@ void nd_cq_matmul_q8(const nd_cq *const *ms, float *const *ys, uint32_t count, c
     for (uint32_t i0 = 0; i0 < count; i0 += SPLIT_MAX) {
         uint32_t k = count - i0 < SPLIT_MAX ? count - i0 : SPLIT_MAX;
         q8_job j = {.ms = ms + i0, .ys = ys + i0, .q = q, .tables = tables, .n = n};
-        for (uint32_t i = 0; i < k; i++) j.first[i + 1] = j.first[i] + (ms[i0 + i]->tiles + SPLIT_TILES - 1) / SPLIT_TILES;
+        for (uint32_t i = 0; i < k; i++) {
+            j.first[i + 1] = j.first[i] + (ms[i0 + i]->tiles + SPLIT_TILES - 1) / SPLIT_TILES;
+            j.cbs[i] = nd_q8_levels(ms[i0 + i], j.lv[i]);
+        }
         nd_parallel(q8_chunk, &j, j.first[k]);
     }
     for (uint32_t i = 0; i < count; i++) rows_ref(ms[i], q, n, ys[i], ms[i]->tiles * ND_CQ_TILE, ms[i]->rows);

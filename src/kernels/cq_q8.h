@@ -72,10 +72,13 @@ void nd_q8_tables_ref(const nd_cq *m, const void *q, int8_t *tables);
 #ifdef ND_SIMD128
 void nd_q8_activation_simd128(const nd_cq *m, const float *xr, void *q);
 void nd_q8_tables_simd128(const nd_cq *m, const void *q, int8_t *tables);
-void nd_cqt_q8_gemm_simd128(const nd_cq *m, const void *q, uint32_t n, float *y, uint32_t t0, uint32_t t1);
+/* The SIMD products take m's int8 levels and their scale (nd_q8_levels),
+ * worked out once per product rather than once per piece of it. */
+void nd_cqt_q8_gemm_simd128(const nd_cq *m, const int8_t lv[16], float cbs, const void *q, uint32_t n, float *y,
+                            uint32_t t0, uint32_t t1);
 /* y[rows] for tiles [t0, t1) of one activation: q for its scales, tables
  * built from it. */
-void nd_cqt_q8_gemv_simd128(const nd_cq *m, const void *q, const int8_t *tables, float *y, uint32_t t0,
+void nd_cqt_q8_gemv_simd128(const nd_cq *m, float cbs, const void *q, const int8_t *tables, float *y, uint32_t t0,
                             uint32_t t1);
 #define nd_q8_activation nd_q8_activation_simd128
 #define nd_q8_tables nd_q8_tables_simd128

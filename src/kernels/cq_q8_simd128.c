@@ -154,10 +154,8 @@ INLINE void gemv_tile(const nd_cq *m, const uint8_t *c, const int8_t *tb, v128_t
     }
 }
 
-void nd_cqt_q8_gemv_simd128(const nd_cq *m, const void *q, const int8_t *tables, float *y, uint32_t t0,
+void nd_cqt_q8_gemv_simd128(const nd_cq *m, float cbs, const void *q, const int8_t *tables, float *y, uint32_t t0,
                             uint32_t t1) {
-    int8_t lv[16];
-    float cbs = nd_q8_levels(m, lv);
     const float *sx = nd_q8_scales(m, q);
     size_t step = (size_t)nd_cq_codes(m) * 32;
     for (uint32_t t = t0; t < t1; t++) {
@@ -255,10 +253,9 @@ INLINE void add_to(float *y, const v128_t nv[4], float cbs, float sx, const v128
     for (int k = 0; k < 4; k++) wasm_v128_store(y + 4 * k, out[k]);
 }
 
-void nd_cqt_q8_gemm_simd128(const nd_cq *m, const void *q, uint32_t n, float *y, uint32_t t0, uint32_t t1) {
+void nd_cqt_q8_gemm_simd128(const nd_cq *m, const int8_t lv[16], float cbs, const void *q, uint32_t n, float *y,
+                            uint32_t t0, uint32_t t1) {
     v128_t pairs[ND_CQ_MAX_GROUP / 2 * PAIR_VECTORS];
-    int8_t lv[16];
-    float cbs = nd_q8_levels(m, lv);
     size_t qstride = nd_q8_bytes(m) / sizeof(int16_t);
     const int16_t *xq = q;
     for (uint32_t t = t0; t < t1; t++) {
