@@ -80,7 +80,11 @@ void nd_q8_tables_ref(const nd_cq *m, const void *q, int8_t *tables) {
 
 /* ---- dispatch ------------------------------------------------------------- */
 
+#ifdef ND_SIMD128
 #define SPLIT_TILES 4u /* tiles per chunk: 64 rows */
+#else
+#define SPLIT_TILES 0x10000u /* one chunk a matrix: no threads, and the scalar kernel's tables are per chunk */
+#endif
 #define SPLIT_MAX 8u   /* matrices per job */
 
 typedef struct {
@@ -103,7 +107,7 @@ static void q8_chunk(const void *p, uint32_t c) {
     if (j->n == 1 && j->tables) nd_cqt_q8_gemv_simd128(m, j->cbs[i], j->q, j->tables, j->ys[i], t0, t1);
     else nd_cqt_q8_gemm_simd128(m, j->lv[i], j->cbs[i], j->q, j->n, j->ys[i], t0, t1);
 #else
-    nd_cqt_q8_gemm_ref(m, j->q, j->n, j->ys[i], t0, t1);
+    nd_cqt_q8_gemm_scalar(m, j->lv[i], j->cbs[i], j->q, j->n, j->ys[i], t0, t1);
 #endif
 }
 

@@ -83,6 +83,9 @@ void nd_cqt_q8_gemv_simd128(const nd_cq *m, float cbs, const void *q, const int8
 #define nd_q8_activation nd_q8_activation_simd128
 #define nd_q8_tables nd_q8_tables_simd128
 #else
+/* The same product without SIMD, as fast as scalar code goes (cq_q8_scalar.c). */
+void nd_cqt_q8_gemm_scalar(const nd_cq *m, const int8_t lv[16], float cbs, const void *q, uint32_t n, float *y,
+                           uint32_t t0, uint32_t t1);
 #define nd_q8_activation nd_q8_activation_ref
 #define nd_q8_tables nd_q8_tables_ref
 #endif
