@@ -118,66 +118,51 @@ void nd_cq_gather(const nd_cq *m, uint32_t row, float *out, float *scratch) {
 #endif
 
 /* ---- splitting across threads (threads.h) ----------------------------------
- * The matrices of one call (several when they read one activation, as a
- * layer's q/k/v/gate do) run as one pool job, so they cost one hand-off. A
- * GEMV is split by tiles, a GEMM by activations: either way each output row
- * of each activation is computed by one chunk with the whole-matrix kernel's
- * arithmetic, so the result does not depend on the thread count. Matrices
- * under SPLIT_MIN_TILES tiles are not split (the hand-off would cost more
- * than it saves): each is one chunk. */
+ * A GEMV is split by tiles, a GEMM by activations: either way each output
+ * row of each activation is computed by one chunk with the whole-matrix
+ * kernel's arithmetic, so the result does not depend on the thread count.
+ * A matrix under SPLIT_MIN_TILES tiles is not split (the hand-off would cost
+ * more than it saves). */
 #define SPLIT_MIN_TILES 8u
 #define SPLIT_TILES 4u  /* tiles per GEMV chunk: 64 rows, a few microseconds of work */
 #define SPLIT_TOKENS 4u /* activations per GEMM chunk: the GEMMs' own block */
-#define SPLIT_MATRICES 8u
 
 typedef struct {
-    const nd_cq *const *ms;
-    float *const *ys;
+    const nd_cq *m;
+    float *y;
     const float *xr;
-    uint32_t n, split, first[SPLIT_MATRICES + 1]; /* first[i]: the chunks before matrix i */
+    uint32_t n, per; /* per: tiles (GEMV) or activations (GEMM) a chunk */
 } split_job;
 
 static uint32_t chunk_end(uint32_t c, uint32_t per, uint32_t total) {
     return (c + 1) * per < total ? (c + 1) * per : total;
 }
 
-static uint32_t chunks_of(uint32_t total, uint32_t per) { return (total + per - 1) / per; }
-
-/* Chunk c of the job: tiles of a GEMV or activations of a GEMM of one matrix. */
+/* Chunk c of the job: tiles of a GEMV or activations of a GEMM. */
 static void split_chunk(const void *p, uint32_t c) {
     const split_job *j = p;
-    uint32_t i = 0;
-    while (c >= j->first[i + 1]) i++;
-    const nd_cq *m = j->ms[i];
-    uint32_t k = c - j->first[i];
+    const nd_cq *m = j->m;
     if (j->n == 1) {
-        uint32_t per = j->split ? SPLIT_TILES : m->tiles, t0 = k * per, t1 = chunk_end(k, per, m->tiles);
-        CQT_GEMV_RANGE(m, j->xr, j->ys[i], t0, t1);
+        CQT_GEMV_RANGE(m, j->xr, j->y, c * j->per, chunk_end(c, j->per, m->tiles));
         return;
     }
-    uint32_t per = j->split ? SPLIT_TOKENS : j->n, t0 = k * per, n = chunk_end(k, per, j->n) - t0;
-    CQT_GEMM(m, j->xr + (size_t)t0 * nd_cq_padded(m), n, j->ys[i] + (size_t)t0 * m->rows);
+    uint32_t t0 = c * j->per, n = chunk_end(c, j->per, j->n) - t0;
+    CQT_GEMM(m, j->xr + (size_t)t0 * nd_cq_padded(m), n, j->y + (size_t)t0 * m->rows);
 }
 
-/* The tiled rows of count (<= SPLIT_MATRICES) matrices as one pool job, then
- * their tail rows (exact). */
-static void tiled_matmul(const nd_cq *const *ms, float *const *ys, uint32_t count, const float *xr, uint32_t n) {
-    split_job j = {.ms = ms, .ys = ys, .xr = xr, .n = n, .split = 1};
-    for (uint32_t i = 0; i < count; i++) j.split &= ms[i]->tiles >= SPLIT_MIN_TILES && nd_threads() > 1;
-    for (uint32_t i = 0; i < count; i++)
-        j.first[i + 1] = j.first[i] + (!j.split ? 1 : n == 1 ? chunks_of(ms[i]->tiles, SPLIT_TILES)
-                                                              : chunks_of(n, SPLIT_TOKENS));
-    nd_parallel(split_chunk, &j, j.first[count]);
-    for (uint32_t i = 0; i < count; i++) {
-        nd_cq tail = tail_view(ms[i]);
-        for (uint32_t t = 0; t < n && tail.rows; t++)
-            nd_cq_gemv(&tail, xr + (size_t)t * nd_cq_padded(ms[i]),
-                       ys[i] + (size_t)t * ms[i]->rows + ms[i]->tiles * ND_CQ_TILE);
-    }
+/* The tiled rows of m as one pool job, then its tail rows. */
+static void tiled_matmul(const nd_cq *m, float *y, const float *xr, uint32_t n) {
+    int split = m->tiles >= SPLIT_MIN_TILES && nd_threads() > 1;
+    uint32_t total = n == 1 ? m->tiles : n;
+    split_job j = {m, y, xr, n, split ? (n == 1 ? SPLIT_TILES : SPLIT_TOKENS) : total};
+    nd_parallel(split_chunk, &j, (total + j.per - 1) / j.per);
+    nd_cq tail = tail_view(m);
+    for (uint32_t t = 0; t < n && tail.rows; t++)
+        nd_cq_gemv(&tail, xr + (size_t)t * nd_cq_padded(m), y + (size_t)t * m->rows + m->tiles * ND_CQ_TILE);
 }
 
 void nd_cq_matmul(const nd_cq *m, const float *xr, uint32_t n, float *y) {
-    if (m->tiles) tiled_matmul(&m, &y, 1, xr, n);
+    if (m->tiles) tiled_matmul(m, y, xr, n);
     else if (n == 1) nd_cq_gemv(m, xr, y);
     else nd_cq_gemm(m, xr, n, y);
 }
