@@ -10,7 +10,8 @@ confidence   a correctness classifier over the conversation from BOS through
              corrupted calls (wrong tool, wrong value, missing argument, a
              call where none fits, none where one does).
 
-The base runs with the deployment numerics (CQ and A8 fake quantisation), as
+The base runs with the deployment numerics (CQ weights and fast mode's int8
+activations, faked), as
 the engine pools the cells it computes.
 """
 
@@ -256,12 +257,12 @@ def open_head(model, held, log):
 def freeze_quantised(model):
     """The base's CQ matrices replaced by their dequantised values once
     (the base is frozen, so fake quantisation per forward would redo it)."""
-    model.qat = True
+    model.qat = model.q8 = True
     with torch.no_grad():
         for name in model.names():
             if model.is_cq(name):
                 model.raw(name).copy_(model.w(name))
-    model.qat, model.a8 = False, True
+    model.qat = False
 
 
 def restore(model, base):
@@ -287,4 +288,4 @@ def train_heads(model, renderer, train, args, log, own_calls_of):
     train_confidence(model, renderer, train, log, args.confidence_steps, args.confidence_lr,
                      args.corrupted_examples, own)
     restore(model, base)
-    model.a8 = False
+    model.q8 = False

@@ -8,7 +8,10 @@ so export is a name-for-name copy. Two training-time numerics:
   qat  every CQ matrix is fake-quantised as the exporter quantises it (per
        group: Hadamard rotation, L2 norm, nearest level, fp16 norm, rotation
        back) with a straight-through gradient;
-  a8   per-vector int8 fake quantisation at the spec's four A8 points.
+  q8   the engine's fast mode (src/kernels/cq_q8.h): the input of every
+       CQ product but the mHC Phi, rotated per group, as int8 per group
+       (scale amax / 127, round half away from zero), rotated back, with a
+       straight-through gradient; and the levels as int8 under one scale.
 
 Both off and float64 weights give the reference forward the engine's exact
 mode is compared against.
@@ -96,19 +99,35 @@ class StraightThrough(torch.autograd.Function):
         return grad, None
 
 
-def fake_a8(v):
-    """Per-vector int8: scale absmax/127, round half to even, clip [-128, 127]."""
+def round_away(v):
+    """Round half away from zero (the engine's quantiser; torch.round is half to even)."""
+    return torch.sign(v) * torch.floor(v.abs() + 0.5)
+
+
+def int8_scale(amax):
+    """The engine's scale of an int8 group: amax times f32(1/127), 1 for zeros."""
+    scale = amax.float() * torch.tensor(1 / 127, dtype=torch.float32)
+    return torch.where(scale > 0, scale, torch.ones_like(scale)).to(amax.dtype)
+
+
+def fake_q8(v, had):
+    """v [..., cols] as fast mode multiplies it: per group of had's width the
+    rotated values as int8, rotated back."""
     with torch.no_grad():
-        # The largest magnitude in one pass (the infinity norm), in-place after.
-        scale = torch.linalg.vector_norm(v, float("inf"), -1, keepdim=True) / 127
-        scale = torch.where(scale > 0, scale, torch.ones_like(scale))
-        q = (v / scale).round_().clamp_(-128, 127).mul_(scale)
+        group = had.shape[0]
+        cols = v.shape[-1]
+        padded = -(-cols // group) * group
+        r = F.pad(v, (0, padded - cols)).reshape(*v.shape[:-1], padded // group, group) @ had
+        scale = int8_scale(r.abs().amax(-1, keepdim=True))
+        q = round_away(r * (1 / scale)).clamp_(-128, 127).mul_(scale)
+        q = (q @ had).reshape(*v.shape[:-1], padded)[..., :cols]
     return StraightThrough.apply(v, q)
 
 
-def cq_dequantised(w, bits, group, had):
+def cq_dequantised(w, bits, group, had, int8_levels=False):
     """The dense matrix the exporter's CQ quantisation of w reconstructs.
-    Nearest level with ties to the lower one; the norm rounded to fp16."""
+    Nearest level with ties to the lower one; the norm rounded to fp16.
+    int8_levels: the levels as fast mode holds them (cq_q8.h)."""
     rows, cols = w.shape
     padded = -(-cols // group) * group
     x = F.pad(w, (0, padded - cols)).reshape(rows, padded // group, group)
@@ -117,6 +136,9 @@ def cq_dequantised(w, bits, group, had):
     levels = torch.tensor(LLOYD_MAX[bits], dtype=w.dtype) / math.sqrt(group)
     u = r / norm.clamp_min(1e-12)
     idx = torch.bucketize(u, (levels[1:] + levels[:-1]) / 2)
+    if int8_levels:
+        scale = int8_scale(levels.abs().amax())
+        levels = round_away(levels / scale).clamp(-128, 127) * scale
     q = levels[idx] * norm.half().to(w.dtype)
     return (q @ had).reshape(rows, padded)[:, :cols]
 
@@ -250,7 +272,7 @@ class Needle(torch.nn.Module):
         self.register_buffer("had_group", hadamard(group), persistent=False)
         self.register_buffer("had_mlp", hadamard(N), persistent=False)
         self.qat = False
-        self.a8 = False
+        self.q8 = False
         self._cq = None  # name -> fake-quantised matrix, during one forward
 
     # ---- parameters -------------------------------------------------------
@@ -275,13 +297,14 @@ class Needle(torch.nn.Module):
         q = self._cq.get(name) if self._cq is not None else None
         if q is None:
             with torch.no_grad():
-                q = cq_dequantised(t, self.bits(name), self.group, self.had_group.to(t.dtype))
+                q = cq_dequantised(t, self.bits(name), self.group, self.had_group.to(t.dtype), self.q8)
             if self._cq is not None:
                 self._cq[name] = q
         return StraightThrough.apply(t, q)
 
-    def a8q(self, v):
-        return fake_a8(v) if self.a8 else v
+    def q8q(self, v):
+        """A CQ product's input as fast mode quantises it (when q8)."""
+        return fake_q8(v, self.had_group.to(v.dtype)) if self.q8 else v
 
     # ---- the forward pass ---------------------------------------------------
 
@@ -312,7 +335,7 @@ class Needle(torch.nn.Module):
             X, _ = self.layer(i, X, cos, sin, engram)
             if want_cells:
                 cells.append(X.mean(2))
-        x = self.a8q(zcrms(X.mean(2), self.raw("final_norm")))
+        x = self.q8q(zcrms(X.mean(2), self.raw("final_norm")))
         if want_hidden:
             return x
         if at is not None:
@@ -377,7 +400,7 @@ class Needle(torch.nn.Module):
         pre = f"layer{i:02d}."
         B, T, _ = h.shape
         H, KV, hd = g["queryHeads"], g["kvHeads"], g["headDimension"]
-        h = self.a8q(h)
+        h = self.q8q(h)
         q = (h @ self.w(pre + "q_proj").t()).view(B, T, H, hd)
         k = (h @ self.w(pre + "k_proj").t()).view(B, T, KV, hd)
         v = (h @ self.w(pre + "v_proj").t()).view(B, T, KV, hd)
@@ -393,7 +416,7 @@ class Needle(torch.nn.Module):
         scores = torch.baddbmm(causal_mask(T, rep, h.dtype), q, k.transpose(1, 2), alpha=1 / math.sqrt(hd))
         o = (scores.softmax(-1) @ v).view(B, KV, rep, T, hd).permute(0, 3, 1, 2, 4).reshape(B, T, H * hd)
         gated = o * torch.sigmoid(h @ self.w(pre + "gate_proj").t())
-        return self.a8q(gated) @ self.w(pre + "out_proj").t()
+        return self.q8q(gated) @ self.w(pre + "out_proj").t()
 
     def engram_values(self, ids):
         """Per site: (ek, ev) [B, T, d] of every position."""
@@ -406,7 +429,7 @@ class Needle(torch.nn.Module):
             tables = self.w(pre + "tables")
             rows = slots + torch.arange(g["engramTables"]) * g["engramSlots"]
             e = F.embedding(rows, tables) * exists.unsqueeze(-1).to(tables.dtype)  # [B, T, tables, sub]
-            e = self.a8q(e.reshape(B, T, -1))
+            e = self.q8q(e.reshape(B, T, -1))
             k = e @ self.w(pre + "key_proj").t()
             v0 = e @ self.w(pre + "value_proj").t()
             taps = self.raw(pre + "taps")

@@ -106,7 +106,7 @@ function provenance() {
       group: weights.group,
       bits: Object.fromEntries(bitsUsed.map((b) => [b, cq.filter((n) => bitOf[n] === b)
         .map((n) => n.replace(/^layer\d\d\./, 'layerNN.')).filter((n, i, all) => all.indexOf(n) === i)])),
-      training: `CQ fake quantisation (straight-through) at this bit map and A8 activations for the last ${Math.round(recipe.qat_share * 100)}% of steps`,
+      training: `CQ fake quantisation (straight-through) at this bit map with int8 levels, and int8 activations as fast mode quantises them, for the last ${Math.round(recipe.qat_share * 100)}% of steps`,
     },
     seed: recipe.seed,
     data: { generator: `src/train/generate.py --seed ${recipe.seed} --train ${recipe.train} --heldout ${examples.length}, `
@@ -117,7 +117,7 @@ function provenance() {
       phases: phases(train),
       note: `one phase: ${base.steps} steps of ${recipe.batch_tokens * (recipe.ranks ?? 1)} tokens`
         + `${recipe.ranks > 1 ? ` (${recipe.ranks} data-parallel ranks of ${recipe.batch_tokens})` : ''} on a cosine schedule (lr ${recipe.lr}, warmup `
-        + `${recipe.warmup}), the last ${Math.round(recipe.qat_share * 100)}% with CQ and A8 fake quantisation; then the heads `
+        + `${recipe.warmup}), the last ${Math.round(recipe.qat_share * 100)}% with CQ and fast mode's int8 fake quantisation; then the heads `
         + `on the frozen base: ${heads.contrastive_steps} contrastive steps, and ${heads.confidence_steps} confidence steps `
         + `(lr ${heads.confidence_lr}) on ${heads.own_calls} of the base model's own calls on fresh commands `
         + `(${Math.round(heads.own_synthetic * 100)}% of their free-text values invented; ${ownRight[1]} of them right) `

@@ -7,7 +7,7 @@ greedy prediction differs, split into value tokens (the argument values the
 model copies from the query) and structure tokens (names, keys, markers,
 the reasoning's wording), plus whole targets right. Fresh commands come from
 the training templates (seed 101, half the values invented); --heldout uses
-the held-out templates and values. The model runs as trained (CQ and A8).
+the held-out templates and values. The model runs as trained (CQ and int8 activations).
 """
 
 import argparse
@@ -60,7 +60,7 @@ def main():
     sp = spm.SentencePieceProcessor(model_file=os.path.join(args.run, "tokenizer.model"))
     renderer = T.Renderer(sp, T.load_tools())
     model = T.load_run(args.run)
-    model.qat = model.a8 = True
+    model.qat = model.q8 = True
     fresh, heldout = generate(101, args.count, args.count, 0.5)
     counts = {"value": [0, 0], "structure": [0, 0]}
     whole = 0

@@ -4,7 +4,7 @@
 
 Steps, each writing into --out: the generated data (generate.py), the
 SentencePiece BPE tokenizer (spm_train), the base model (float, then
-quantisation-aware with CQ and A8 fake quantisation), the probe heads on the
+quantisation-aware: CQ weights and fast mode's int8 activations, faked), the probe heads on the
 frozen base, the weights for export.mjs, and logits of a few sequences from
 the dequantised archive for the three-way check (engine, float64 JS
 reference, this PyTorch forward). Deterministic for a seed and step count.
@@ -237,7 +237,7 @@ def train_base(model, encoded, args, log, rank=0):
             lr = args.lr * warm * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / args.steps)))
             for gr in opt.param_groups:
                 gr["lr"] = lr
-            model.qat = model.a8 = step >= qat_from
+            model.qat = model.q8 = step >= qat_from
             ids, mask = collate(encoded, idx)
             loss = lm_loss(model, ids, mask)
             opt.zero_grad()
@@ -352,7 +352,7 @@ def own_calls(model, tokenizer, args, log):
 
 def reference_logits(renderer, heldout, archive, out):
     """The three-way check's PyTorch side: the dequantised archive's logits in
-    float64 (exact numerics: no A8) at every position of the shortest
+    float64 (exact numerics: no int8 activations) at every position of the shortest
     held-out command, as reference-logits.f32 [T, V], with the texts and ids
     in reference.json (tests/js/demo-model.test.js)."""
     model = Needle(GEOMETRY, bit_map, GROUP).double()
