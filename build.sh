@@ -33,11 +33,13 @@ host_imports() {
 # consults once) and its grounded values, the sampler and Needle 3's
 # confidence rule (a pass or two over the logits a token, beside a forward
 # pass over every weight), Needle 3's layer glue (its MLP's rank-8
-# conditioning; the Kronecker stages stay in kernels/) and the scalar CQ
-# references (the SIMD builds run their twins): compiled for size (-Oz),
+# conditioning; the Kronecker stages stay in kernels/), the scalar CQ,
+# Hadamard, Kronecker and A8 references (the SIMD builds run their twins),
+# and the glue a product or a mask passes once (the tiled dispatch, the
+# thread pool, the grammar's mask cache): compiled for size (-Oz),
 # which keeps the modules under their budgets (300 KB, Needle 3's 400 KB);
 # everything else a token runs through is compiled for speed.
-SIZE_SOURCES="src/agent/agent.c src/format/archive.c src/format/archive_v3.c src/kernels/bench.c src/kernels/cq.c src/kernels/cq_a8.c src/kernels/cq_q8.c src/grammar/grammar.c src/grammar/grammar_complete.c src/grammar/grammar_oneof.c src/grammar/grammar_schema.c src/grammar/grammar_v3_rules.c src/model/inspect.c src/format/json.c src/model/model.c src/model/weights.c src/grammar/regex.c src/model/sampler.c src/format/tokenizer.c src/agent/postprocess.c src/agent/pp_dates.c src/agent/pp_gates.c src/agent/pp_json.c src/agent/pp_place.c src/agent/pp_repair.c src/agent/pp_tail.c src/agent/pp_text.c src/agent/pp_validation.c src/agent/pp_verbs.c src/agent/pp_words.c src/agent/system_facts.c src/agent/toolset.c src/agent/call_prob.c src/grammar/grammar_ground.c src/model/model_v3.c src/model/mlp3.c"
+SIZE_SOURCES="src/agent/agent.c src/format/archive.c src/format/archive_v3.c src/kernels/bench.c src/kernels/cq.c src/kernels/cq_a8.c src/kernels/cq_q8.c src/grammar/grammar.c src/grammar/grammar_complete.c src/grammar/grammar_oneof.c src/grammar/grammar_schema.c src/grammar/grammar_v3_rules.c src/model/inspect.c src/format/json.c src/model/model.c src/model/weights.c src/grammar/regex.c src/model/sampler.c src/format/tokenizer.c src/agent/postprocess.c src/agent/pp_dates.c src/agent/pp_gates.c src/agent/pp_json.c src/agent/pp_place.c src/agent/pp_repair.c src/agent/pp_tail.c src/agent/pp_text.c src/agent/pp_validation.c src/agent/pp_verbs.c src/agent/pp_words.c src/agent/system_facts.c src/agent/toolset.c src/agent/call_prob.c src/agent/value_search.c src/grammar/grammar_ground.c src/grammar/grammar_value.c src/grammar/grammar_cache.c src/kernels/cq_tiled.c src/kernels/hadamard.c src/kernels/kron.c src/kernels/a8.c src/kernels/threads.c src/model/model_v3.c src/model/mlp3.c"
 
 # One engine module: OUT, then the variant's flags (-m and -D flags compile,
 # the others link) and extra sources. Standalone, no Emscripten JS glue:

@@ -33,6 +33,7 @@
 #include "format/json.h"
 #include "format/tokenizer.h"
 #include "agent/call_prob.h"
+#include "agent/value_search.h"
 #ifdef ND_NEEDLE3
 #include "agent/postprocess.h"
 #include "agent/system_facts.h"
@@ -155,6 +156,12 @@ struct needle_agent {
     nd_call_prob call_prob;
     float *fits;
     double call_min_p;
+    /* Needle 3's decoding at a value's start (value_search.h): its scratch,
+     * and the pick being committed, a token a step. */
+    nd_value_search search;
+    int32_t search_bans[5];
+    nd_value_pick pick;
+    uint32_t pick_at;
     int truncated;            /* Needle 3: the budget ended the list before any call closed */
     /* Needle 3 after a tool result: the first step picks <think>, <tool_call>
      * or prose (opening), and prose answers with no call (prose). */
@@ -320,7 +327,14 @@ static int measure_pieces(needle_agent *a) {
 static int start_call_prob(needle_agent *a) {
 #ifdef ND_NEEDLE3
     a->fits = malloc(a->vocab * sizeof *a->fits);
-    if (!a->fits) return NEEDLE_E_NOMEM;
+    const int32_t bans[5] = {a->marker[M_IM_END], a->marker[M_THINK], a->marker[M_THINK_END], a->marker[M_CALL],
+                             a->marker[M_CALL_END]};
+    memcpy(a->search_bans, bans, sizeof bans);
+    a->search = (nd_value_search){.vocab = a->vocab, .first_byte = a->first_byte_of, .bans = a->search_bans,
+                                  .nbans = 5, .logits = malloc(a->vocab * sizeof(float)),
+                                  .masked = malloc(a->vocab * sizeof(float)),
+                                  .pool_mark = malloc(nd_session_pool_bytes(a->model))};
+    if (!a->fits || !a->search.logits || !a->search.masked || !a->search.pool_mark) return NEEDLE_E_NOMEM;
     return nd_call_prob_init(&a->call_prob, a->first_byte_of, a->vocab, a->marker[M_CALL_END], a->marker[M_IM_END]);
 #else
     (void)a;
@@ -390,6 +404,7 @@ void needle_agent_free(needle_agent *a) {
     free(a->first_byte_of), free(a->fits);
 #ifdef ND_NEEDLE3
     nd_call_prob_free(&a->call_prob);
+    free(a->search.logits), free(a->search.masked), free(a->search.pool_mark);
 #endif
     free(a->pp_system.data), free(a->pp_conversation.data), free(a->pp_calls), free(a->tools_text.data);
 #ifdef ND_NEEDLE3
@@ -840,6 +855,10 @@ int needle_agent_begin(needle_agent *a, const char *text, size_t len, int kind,
     a->generated = a->call_sampled = a->reasoning_sampled = a->prefill_count = 0;
     a->call_logp = a->reasoning_logp = a->prefill_ms = a->decode_ms = 0;
     a->call_min_p = 1;
+    a->pick.n = a->pick_at = 0;
+#ifdef ND_NEEDLE3
+    a->call_prob.dense = 0;
+#endif
     a->truncated = 0;
     a->max_new = max_new_tokens ? max_new_tokens : 256;
     a->reasoning_max = is_v3(a) ? reasoning_budget_v3(a->max_new)
@@ -1227,7 +1246,89 @@ static int32_t closing_token(needle_agent *a) {
     return bracket >= 0 && nd_grammar_completion_after(a->grammar, bracket) == 0 ? bracket : -1;
 }
 
+#ifdef ND_NEEDLE3
+/* ---- Needle 3's decoding at a value's start (value_search.h) ------------
+ * In the engine's order: right after a literal's opening quote the options
+ * the conversation names, scored whole; else at an argument value's start,
+ * with the budget and the sequence room the engine asks, the lookahead. The
+ * pick is then committed a token a step (a step's text stays short). */
+#define LOOKAHEAD_BUDGET 29   /* tokens of budget left */
+#define LOOKAHEAD_SEQUENCE 32 /* positions left before the model's maximum */
+
+/* Appends the ids text has right after a marker (no dummy prefix): the
+ * pieces the model writes inside a call. */
+static int encode_after_marker(const needle_agent *a, idlist *l, const char *text, size_t len, needle_error *err) {
+    rendering r = {0};
+    int status = put_bytes(&r, text, len, 0) ? nd_fail(err, NEEDLE_E_NOMEM, "out of memory encoding a turn")
+                                              : encode_into(a, l, &r, 1, err);
+    rendering_free(&r);
+    return status;
+}
+
+/* Scores the named options (opts: their texts through the closing quote)
+ * and picks the likeliest; the first token records its share among them. */
+static int pick_option(needle_agent *a, const char **opts, const size_t *lens, uint32_t n, const float *step,
+                       needle_error *err) {
+    double score[ND_OPTIONS_MAX], best = -INFINITY;
+    uint32_t scored = 0;
+    idlist ids = {0};
+    int status = NEEDLE_OK;
+    for (uint32_t i = 0; i < n && !status; i++) {
+        if (!nd_option_named(a->pp_conversation.data, a->pp_conversation.len, opts[i], lens[i] - 1)) continue;
+        ids.len = 0;
+        /* the option and its closing quote, tokenized apart as the engine does */
+        status = encode_after_marker(a, &ids, opts[i], lens[i] - 1, err);
+        if (!status) status = encode_after_marker(a, &ids, "\"", 1, err);
+        if (status || ids.len > ND_LOOKAHEAD_TOKENS) continue;
+        status = nd_sequence_logp(&a->search, step, ids.ids, (uint32_t)ids.len, &score[scored], err);
+        if (status || !(score[scored] > best)) { scored++; continue; }
+        best = score[scored++];
+        memcpy(a->pick.ids, ids.ids, ids.len * sizeof *ids.ids);
+        a->pick.n = (uint32_t)ids.len;
+    }
+    free(ids.ids);
+    if (status || !a->pick.n) return status;
+    double z = 0;
+    for (uint32_t i = 0; i < scored; i++) z += exp(score[i] - best);
+    for (uint32_t i = 0; i < a->pick.n; i++) a->pick.probs[i] = i ? 1.0 : 1 / z;
+    return NEEDLE_OK;
+}
+
+static int search_value(needle_agent *a, size_t left, needle_error *err) {
+    a->pick.n = a->pick_at = 0;
+    a->search.session = a->session, a->search.grammar = a->grammar;
+    const char *opts[ND_OPTIONS_MAX];
+    size_t lens[ND_OPTIONS_MAX];
+    uint32_t n = nd_grammar_open_options(a->grammar, opts, lens, ND_OPTIONS_MAX);
+    int dense = a->call_prob.dense;
+    a->call_prob.dense |= n > 0; /* inside a string the engine scores every token */
+    const float *step = nd_call_prob_step(&a->call_prob, a->logits, a->fits);
+    a->call_prob.dense = dense;
+    if (n) return pick_option(a, opts, lens, n, step, err);
+    unsigned value = nd_grammar_value_start(a->grammar);
+    if (!(value & ND_VALUE_START) || (value & ND_VALUE_OPTIONS) || left < LOOKAHEAD_BUDGET ||
+        needle_session_position(a->session) + LOOKAHEAD_SEQUENCE >= a->model->archive.geometry.max_seq)
+        return NEEDLE_OK;
+    return nd_lookahead(&a->search, step, (value & ND_VALUE_GROUNDED) != 0, &a->pick, err);
+}
+
+/* The pick's next token, with the probability the engine records for it;
+ * after its last the next step scores every token. */
+static int take_pick_token(needle_agent *a, char *out, size_t cap, size_t *out_len) {
+    double p = a->pick.probs[a->pick_at];
+    int32_t token = a->pick.ids[a->pick_at++];
+    if (p < a->call_min_p) a->call_min_p = p;
+    a->call_logp += log(p);
+    a->call_sampled++;
+    if (a->pick_at == a->pick.n) a->call_prob.dense = 1, a->pick.n = a->pick_at = 0;
+    return take_call_token(a, token, out, cap, out_len);
+}
+#endif
+
 static int step_call_v3(needle_agent *a, char *out, size_t cap, size_t *out_len) {
+#ifdef ND_NEEDLE3
+    if (a->pick_at < a->pick.n) return take_pick_token(a, out, cap, out_len);
+#endif
     uint32_t spent = a->generated + a->engine_forced;
     size_t left = spent < a->max_new ? a->max_new - spent : 0;
     if (left == 0) return cut_short(a, out, cap, out_len);
@@ -1240,12 +1341,19 @@ static int step_call_v3(needle_agent *a, char *out, size_t cap, size_t *out_len)
     if (banned >= 0 && allowed > 1) a->masked[banned] = -INFINITY;
     if (a->in_string) bound_string(a);
     memcpy(a->fits, a->masked, a->vocab * sizeof *a->fits); /* the sampler may change a->masked */
+#ifdef ND_NEEDLE3
+    needle_error err;
+    int status = search_value(a, left, &err);
+    if (status) return fail_turn(a, status, err.message);
+    if (a->pick.n) return take_pick_token(a, out, cap, out_len);
+#endif
     double logp;
     int32_t token = sample(a, &logp);
     if (token != a->marker[M_CALL_END]) {
 #ifdef ND_NEEDLE3
         double p = nd_call_prob_of(&a->call_prob, a->logits, a->fits, token);
         if (p < a->call_min_p) a->call_min_p = p;
+        a->call_prob.dense = 0;
 #endif
         a->call_logp += logp;
         a->call_sampled++;

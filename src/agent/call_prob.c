@@ -39,14 +39,14 @@ void nd_call_prob_free(nd_call_prob *p) {
  * start what the grammar allows next (their first byte is one a fitting
  * token starts with: every byte has a byte-fallback token) when those are
  * under half the vocabulary; then the base bans. */
-static void step_logits(nd_call_prob *p, const float *logits, const float *fits) {
+const float *nd_call_prob_step(nd_call_prob *p, const float *logits, const float *fits) {
     uint8_t next[256] = {0};
     uint64_t scored = 0;
     for (uint32_t id = 0; id < p->vocab; id++) {
         int b = p->first_byte[id];
         if (b >= 0 && fits[id] > -INFINITY && !next[b]) next[b] = 1, scored += p->by_byte[b];
     }
-    int sparse = 2 * scored < p->vocab;
+    int sparse = !p->dense && 2 * scored < p->vocab;
     for (uint32_t id = 0; id < p->vocab; id++) {
         int b = p->first_byte[id];
         p->step[id] = !sparse || (b >= 0 && next[b]) ? logits[id] : UNSCORED;
@@ -55,6 +55,7 @@ static void step_logits(nd_call_prob *p, const float *logits, const float *fits)
         if (p->always[i] >= 0 && (uint32_t)p->always[i] < p->vocab) p->step[p->always[i]] = logits[p->always[i]];
     for (size_t i = 0; i < sizeof BASE_BANS / sizeof *BASE_BANS; i++)
         if ((uint32_t)BASE_BANS[i] < p->vocab) p->step[BASE_BANS[i]] = UNSCORED;
+    return p->step;
 }
 
 /* Visit order: by logit, the lower id first on a tie. */
@@ -72,7 +73,7 @@ static int32_t next_after(const nd_call_prob *p, float l, int32_t id) {
 }
 
 double nd_call_prob_of(nd_call_prob *p, const float *logits, const float *fits, int32_t token) {
-    step_logits(p, logits, fits);
+    nd_call_prob_step(p, logits, fits);
     float max = UNSCORED;
     for (uint32_t id = 0; id < p->vocab; id++) max = p->step[id] > max ? p->step[id] : max;
     double z = 0;

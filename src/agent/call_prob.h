@@ -21,6 +21,8 @@ typedef struct {
     uint32_t by_byte[256];     /* how many tokens start with each byte */
     int32_t always[2];         /* </tool_call> and <|im_end|>: scored even when sparse */
     float *step;               /* [vocab] scratch: the logits the step scores */
+    int dense;                 /* the step after a value search scores every token (the engine fed
+                                  its pick with full logits) */
 } nd_call_prob;
 
 /* first_byte stays the caller's; returns NEEDLE_OK or NEEDLE_E_NOMEM. */
@@ -32,5 +34,9 @@ void nd_call_prob_free(nd_call_prob *p);
  * logits; fits: the same with every token the grammar or the call step's
  * bans refuse at -INFINITY (fits[token] is finite). */
 double nd_call_prob_of(nd_call_prob *p, const float *logits, const float *fits, int32_t token);
+
+/* The logits the engine holds at this step (sparse or not, its base bans
+ * at -1e30), in p->step until the next call. */
+const float *nd_call_prob_step(nd_call_prob *p, const float *logits, const float *fits);
 
 #endif

@@ -51,6 +51,27 @@ const char *nd_grammar_text(const needle_grammar *g, size_t *len);
  * without accepting it; SIZE_MAX when token is not allowed here. */
 size_t nd_grammar_completion_after(needle_grammar *g, int32_t token);
 
+/* Where the call stands relative to an argument value (grammar_value.c),
+ * for the makers' decoding at a value's start (agent/value_search.h).
+ * nd_grammar_value_start: 0 unless every reading of the text so far waits
+ * for an argument's value (a top-level argument or an item or member below
+ * one); then ND_VALUE_START, with ND_VALUE_OPTIONS when every reading's value
+ * is a literal set (enum, const, options mined from a description) holding
+ * a string, and ND_VALUE_GROUNDED when a reading's key is grounded. */
+#define ND_VALUE_START 1u
+#define ND_VALUE_OPTIONS 2u
+#define ND_VALUE_GROUNDED 4u
+unsigned nd_grammar_value_start(const needle_grammar *g);
+/* 1 when a reading has closed the top-level argument value it was in (the
+ * arguments wait for "," or "}", or have closed): a number closes only at
+ * "}", since its "," already opens the next key. */
+int nd_grammar_value_closed(const needle_grammar *g);
+/* Right after the opening quote of a literal value: the string options it
+ * still allows (at most cap), each as its text after the opening quote
+ * through the closing one, JSON-escaped as the call writes it (owned by
+ * g); 0 when the text is anywhere else. */
+uint32_t nd_grammar_open_options(const needle_grammar *g, const char **texts, size_t *lens, uint32_t cap);
+
 /* needle_grammar_mask without the remembered masks and without the fast
  * path inside free strings: the whole trie walk every time (tests compare
  * the two). */

@@ -2,7 +2,8 @@
  * 3, the caches of section 5 and the probe pooling of section 4.
  *
  * Memory is bounded whatever the length: the KV cache is a ring of W + chunk
- * slots (W the attention window) plus `sinks` pinned slots; the token
+ * slots (W the attention window; Needle 3 ND_SESSION_REWIND more) plus
+ * `sinks` pinned slots; the token
  * history (for the engram hashes) and the engram value history (for the
  * taps) are small rings too; the probe heads pool every cell online. Every
  * buffer is allocated in needle_session_new (and set_sinks), none per token.
@@ -1298,8 +1299,9 @@ static int session_alloc(needle_session *s, needle_error *err) {
     else if (s->kv_format == KV_I8) s->row_bytes = (size_t)(s->hdp / 32) * 4 + s->hdp;
     else s->row_bytes = (size_t)(s->hdp / ND_KV_GROUP) * 4 + s->hdp;
     s->slot_bytes = (size_t)g->layers * g->kv_heads * 2 * s->row_bytes;
-    s->kv_cap = s->window + ND_CHUNK;
-    s->tok_cap = s->window + ND_CHUNK + token_history(g) + 1;
+    uint32_t rewind = ND_IS_V3(g) ? ND_SESSION_REWIND : 0;
+    s->kv_cap = s->window + ND_CHUNK + rewind;
+    s->tok_cap = s->window + ND_CHUNK + rewind + token_history(g) + 1;
     s->v0_cap = (g->engram_taps ? g->engram_taps - 1 : 0) * g->engram_dilation + ND_CHUNK;
     for (uint32_t h = 0; h < m->head_count; h++)
         s->pool_floats += (size_t)m->heads[h].probes * (2 + g->hidden);

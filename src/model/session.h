@@ -12,6 +12,11 @@
 /* Output width of the model's head of `kind` (ND_HEAD_*), 0 when absent. */
 uint32_t nd_head_outputs(const needle_model *model, uint32_t kind);
 
+/* Positions a Needle 3 session keeps past its window and a chunk, so that a
+ * rewind over that many fed tokens always succeeds: the longest branch of the
+ * agent's value search (agent/value_search.h). Needle 2 sessions keep none. */
+#define ND_SESSION_REWIND 24u
+
 /* Bytes of one pooling mark for sessions of this model (at least 1). */
 size_t nd_session_pool_bytes(const needle_model *model);
 /* Copies the pooling state (every head's online-softmax accumulators) into

@@ -14,24 +14,24 @@
 
 typedef struct { uint8_t *p; size_t n, cap; } rv_buf;
 
-static void rv_put(rv_buf *b, const void *s, size_t n) {
+static inline void rv_put(rv_buf *b, const void *s, size_t n) {
     if (b->n + n > b->cap) { b->cap = (b->n + n) * 2; b->p = realloc(b->p, b->cap); }
     memcpy(b->p + b->n, s, n), b->n += n;
 }
 
-static void rv_piece(rv_buf *b, const char *s, int type) {
+static inline void rv_piece(rv_buf *b, const char *s, int type) {
     float score = -1.0f;
     uint8_t t = (uint8_t)type;
     uint16_t len = (uint16_t)strlen(s);
     rv_put(b, &score, 4), rv_put(b, &t, 1), rv_put(b, &len, 2), rv_put(b, s, len);
 }
 
-static int cmp_double(const void *a, const void *b) {
+static inline int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
-static needle_tokenizer *random_tokenizer(uint32_t n, uint64_t seed, needle_error *err) {
+static inline needle_tokenizer *random_tokenizer(uint32_t n, uint64_t seed, needle_error *err) {
     static const char alpha[] = "abcdefghijklmnopqrstuvwxyz0123456789\"{}[]:,_- .";
     static char seen[16384][12]; /* open addressing: surfaces must be distinct */
     rv_buf b = {0};
