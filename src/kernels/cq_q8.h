@@ -58,6 +58,12 @@ static inline const float *nd_q8_scales(const nd_cq *m, const void *q) {
     return (const float *)((const uint8_t *)q + (nd_cq_padded(m) * sizeof(int16_t) + 3) / 4 * 4);
 }
 
+/* 1 when a quantised activation of a serves b too (the same groups; the
+ * levels are each matrix's own). */
+static inline int nd_q8_shared(const nd_cq *a, const nd_cq *b) {
+    return a->group == b->group && a->groups == b->groups;
+}
+
 /* Quantises the rotated activation xr[padded] of m into q (nd_q8_bytes). */
 void nd_q8_activation_ref(const nd_cq *m, const float *xr, void *q);
 

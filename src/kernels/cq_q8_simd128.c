@@ -32,17 +32,25 @@ INLINE v128_t round_away(v128_t v) {
     return wasm_i32x4_trunc_sat_f32x4(r);
 }
 
+/* A 2-bit code byte's nibble holds two indices: entry 4q + i of these is
+ * level i (first) or level q (second), so one swizzle by the nibble decodes
+ * each. */
+static inline v128_t crumb_first(v128_t l8) {
+    return wasm_i8x16_shuffle(l8, l8, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3);
+}
+static inline v128_t crumb_second(v128_t l8) {
+    return wasm_i8x16_shuffle(l8, l8, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+}
+
 /* nd_q8_quantise of n (a multiple of 8) values. pmax ignores a NaN in its
  * second operand, as fmaxf does. */
 static float quantise8(const float *x, uint32_t n, int16_t *q) {
     v128_t m = wasm_f32x4_splat(0.0f);
     for (uint32_t k = 0; k < n; k += 4) m = wasm_f32x4_pmax(m, wasm_f32x4_abs(wasm_v128_load(x + k)));
+    /* m holds no NaN (pmax kept the lane), so the two-shuffle maximum is exact */
+    m = wasm_f32x4_pmax(m, wasm_i32x4_shuffle(m, m, 2, 3, 0, 1));
+    m = wasm_f32x4_pmax(m, wasm_i32x4_shuffle(m, m, 1, 0, 3, 2));
     float amax = wasm_f32x4_extract_lane(m, 0);
-    for (int i = 1; i < 4; i++) {
-        float l = i == 1 ? wasm_f32x4_extract_lane(m, 1) : i == 2 ? wasm_f32x4_extract_lane(m, 2)
-                                                                  : wasm_f32x4_extract_lane(m, 3);
-        amax = l > amax ? l : amax;
-    }
     float scale = amax > 0.0f ? amax * ND_K127 : 1.0f;
     v128_t inv = wasm_f32x4_splat(1.0f / scale);
     for (uint32_t k = 0; k < n; k += 8) {
@@ -77,10 +85,9 @@ void nd_q8_tables_simd128(const nd_cq *m, const void *q, int8_t *tables) {
     int8_t lv[16];
     nd_q8_levels(m, lv);
     uint32_t codes = nd_cq_codes(m);
-    v128_t l8 = wasm_v128_load(lv);
-    v128_t first = wasm_i16x8_extend_low_i8x16(wasm_i8x16_shuffle(l8, l8, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3));
-    v128_t second0 = wasm_i16x8_extend_low_i8x16(wasm_i8x16_shuffle(l8, l8, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0));
-    v128_t second1 = wasm_i16x8_extend_low_i8x16(wasm_i8x16_shuffle(l8, l8, 2, 2, 2, 2, 3, 3, 3, 3, 0, 0, 0, 0, 0, 0, 0, 0));
+    v128_t l8 = wasm_v128_load(lv), second = crumb_second(l8);
+    v128_t first = wasm_i16x8_extend_low_i8x16(crumb_first(l8));
+    v128_t second0 = wasm_i16x8_extend_low_i8x16(second), second1 = wasm_i16x8_extend_high_i8x16(second);
     v128_t all0 = wasm_i16x8_extend_low_i8x16(l8), all1 = wasm_i16x8_extend_high_i8x16(l8);
     for (uint32_t g = 0; g < m->groups; g++) {
         int8_t *high = tables + (size_t)g * codes * 32, *low = high + codes * 16;
@@ -187,8 +194,7 @@ static void decode_tile(const nd_cq *m, const uint8_t *c, const int8_t lv[16], v
     const v128_t m15 = wasm_i8x16_splat(15), l8 = wasm_v128_load(lv);
     uint32_t bytes = m->group * m->bits / 8;
     if (m->bits == 2) { /* a nibble's first index, then its second */
-        v128_t first = wasm_i8x16_shuffle(l8, l8, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3);
-        v128_t second = wasm_i8x16_shuffle(l8, l8, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+        v128_t first = crumb_first(l8), second = crumb_second(l8);
         for (uint32_t b = 0; b < bytes; b++, c += ND_CQ_TILE, pairs += 2 * PAIR_VECTORS) {
             v128_t v = wasm_v128_load(c), lo = wasm_v128_and(v, m15), hi = wasm_v128_and(wasm_u16x8_shr(v, 4), m15);
             store_pair(wasm_i8x16_swizzle(first, lo), wasm_i8x16_swizzle(second, lo), pairs);

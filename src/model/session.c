@@ -278,13 +278,11 @@ static void rotate_for(needle_session *s, const nd_cq *m, const nd_cq *prev, con
     s->a8_of = NULL;
 }
 
-static int q8_shared(const nd_cq *a, const nd_cq *b) { return a->group == b->group && a->groups == b->groups; }
-
 /* Quantises s->xr for m (the engine's int8 per group), unless it already is
  * for a matrix of the same group and width; for one position also builds
  * m's GEMV tables, unless the last built serve it (the same levels). */
 static void quantise_for(needle_session *s, const nd_cq *m, uint32_t T) {
-    if (!s->q8_of || !q8_shared(s->q8_of, m)) {
+    if (!s->q8_of || !nd_q8_shared(s->q8_of, m)) {
         position_job job = {s, m, NULL, 0};
         nd_parallel(q8_position, &job, T);
         s->q8_of = m;
@@ -305,7 +303,7 @@ static void matmuls(needle_session *s, const nd_cq *const *ms, float *const *ys,
                     size_t stride, uint32_t T) {
     int shared = 1;
     for (uint32_t i = 1; i < count; i++)
-        shared &= ms[i]->cols == ms[0]->cols && q8_shared(ms[0], ms[i]) &&
+        shared &= ms[i]->cols == ms[0]->cols && nd_q8_shared(ms[0], ms[i]) &&
                   (T > 1 || (ms[i]->tiles && ms[0]->tiles && nd_cq_lut_shared(ms[0], ms[i])));
     if (!shared || s->exact) {
         for (uint32_t i = 0; i < count; i++) {
