@@ -22,15 +22,7 @@ static needle_vocab *vocab;
 
 static needle_tokenizer *byte_tokenizer(void) {
     rv_buf b = {0};
-    uint32_t head[5] = {5 + 256, 0, 1, 2, 3};
-    uint8_t flags[4] = {1, 1, 0, 0};
-    rv_put(&b, head, sizeof head), rv_put(&b, flags, 4);
-    rv_piece(&b, "<pad>", 2), rv_piece(&b, "</s>", 2), rv_piece(&b, "<s>", 2), rv_piece(&b, "<unk>", 1), rv_piece(&b, "</tool_call>", 3);
-    for (int i = 0; i < 256; i++) {
-        char s[8];
-        snprintf(s, sizeof s, "<0x%02X>", i);
-        rv_piece(&b, s, 4);
-    }
+    rv_head(&b, 5 + 256);
     needle_error err;
     needle_tokenizer *t = needle_tokenizer_load(b.p, b.n, &err);
     free(b.p);
