@@ -158,7 +158,8 @@ train() {
   # threads in one process ran slower than
   # one), the last 30% with CQ and fast mode's int8 fake quantisation (the
   # input of every product rotated and held as int8 per group, the levels as
-  # int8: src/kernels/cq_q8.h) at CQ4 for every
+  # int8: src/kernels/cq_q8.h; the committed archive predates it and was
+  # trained with the four A8 points instead) at CQ4 for every
   # matrix (train.py's default map; the released map, CQ2 for all but the
   # embedding and the mHC Phi, made 50.2% exact calls of the base against
   # 56.5%); then the probe heads on the frozen base: the retrieval head first
