@@ -130,8 +130,8 @@ archives() {
   node js/cli.js make-random dist/tiny.cact --tiny
 }
 
-# Retrains the demo model from its seed (not part of `all`: about 60 minutes for
-# the data, the tokenizer and the base on two ranks, 17 for the heads, then 8
+# Retrains the demo model from its seed (not part of `all`: about 85 minutes for
+# the data, the tokenizer and the base on two ranks, 20 for the heads, then 10
 # to measure it) and writes src/train/demo-model/.
 train() {
   local need=()
@@ -146,20 +146,21 @@ train() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
   fi
   # The committed model's recipe: 130,000 conversations (68-84 training
-  # templates per tool, train-templates.json among them), 60% of the free-text
+  # templates per tool, train-templates.json among them; 14% multi-call
+  # commands, 6% small talk with no call), 60% of the free-text
   # values invented (so copying is the only way to get them right), half of
   # them going on with one or two later requests over the same tools (the
   # tools block, most of every prompt, then serves more targets), a 2,048-piece
-  # tokenizer (each piece of a held-out value seen more often: 60.2% exact
-  # calls of the base against 56.5% with 4,096), 6,500 steps of 4,096 tokens
+  # tokenizer with every digit a piece of its own (2,048: each piece of a
+  # held-out value seen more often, 60.2% exact calls of the base against
+  # 56.5% with 4,096), 8,000 steps of 4,096 tokens
   # on one cosine schedule, computed by two data-parallel ranks of 2,048
-  # tokens, one core and one torch thread each (7,694 tok/s; one process on
-  # one core ran 4,892-5,157 with another run on the other core; two torch
-  # threads in one process ran slower than
-  # one), the last 30% with CQ and fast mode's int8 fake quantisation (the
-  # input of every product rotated and held as int8 per group, the levels as
-  # int8: src/kernels/cq_q8.h; the committed archive predates it and was
-  # trained with the four A8 points instead) at CQ4 for every
+  # tokens, one core and one torch thread each (6,116 tok/s beside other work,
+  # 7,694 alone; one process on one core ran 4,892-5,157 with another run on
+  # the other core; two torch threads in one process ran slower than one),
+  # the last 30% with CQ and fast mode's int8 fake quantisation (the input of
+  # every product rotated and held as int8 per group, the levels as
+  # int8: src/kernels/cq_q8.h) at CQ4 for every
   # matrix (train.py's default map; the released map, CQ2 for all but the
   # embedding and the mHC Phi, made 50.2% exact calls of the base against
   # 56.5%); then the probe heads on the frozen base: the retrieval head first
@@ -172,7 +173,7 @@ train() {
   # src/train/README.md has the runs behind each choice.
   export OPENBLAS_NUM_THREADS=1
   local train="/usr/bin/python3 src/train/train.py --out build/train --seed 1 --batch-tokens 2048 --ranks 2 --train 130000 --synthetic 0.6 --later 0.5 --threads 1 --vocabulary 2048"
-  $train --stage base --steps 6500 --warmup 200 --lr 3e-3 --qat-share 0.3
+  $train --stage base --steps 8000 --warmup 200 --lr 3e-3 --qat-share 0.3
   $train --stage heads --own-calls 8192 --own-synthetic 1.0 --corrupted-examples 1024 --confidence-steps 1500 --confidence-lr 1e-3
   node src/train/publish.mjs build/train src/train/demo-model
 }

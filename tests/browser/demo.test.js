@@ -478,8 +478,8 @@ for (const name of BROWSERS) {
     });
 
     // The page (a worker, threads) makes exactly the calls the agent API makes
-    // in Node; how many are the preset's expected call is reported (the demo
-    // model does not yet get every one right).
+    // in Node; how many are the preset's expected call is reported
+    // (tests/js/demo-model.test.js holds every one right in Node).
     test('every example returns the calls the engine makes in Node (greedy)', { timeout: 180000 }, async (t) => {
       const page = await openPage(browser, url);
       const inNode = await callsInNode((await page.value('#system')).trim());

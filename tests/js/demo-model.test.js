@@ -5,20 +5,21 @@
 //   1e-3 of the logit range; and the engine tokenizes the chat text to the
 //   ids training used;
 // - through the public agent API, greedy, on 600 held-out commands (held-out
-//   templates and values), the figures of manifest.json hold: the exact call,
-//   the same calls in fast and exact mode and in the no-SIMD and threaded
+//   templates and values) and 100 of small talk, the figures of manifest.json
+//   hold: the exact call, the numbers, no call for small talk, the same calls in fast and exact mode and in the no-SIMD and threaded
 //   builds, the expected tools among the five retrieved from all 18, the
 //   confidence AUROC between right and wrong calls; and in 200 held-out
 //   conversations, the calls of the requests after the first turn.
 //   FLOORS are the measured figures less a margin for the noise of a few
-//   commands; the product's goals (95% exact calls, 99% the same calls in
-//   fast and exact mode, 98% retrieval, a confidence AUROC of 0.8) are not
-//   met by this model yet (README, "The demo model").
+//   commands; the goals of issue 49 (85% exact calls, 98% of numbers, 95%
+//   quiet small talk, AUROC 0.85) are met for small talk only
+//   (docs/demo-model.md).
 // Needs dist/ (./build.sh).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { loadModelInThread } from '../../js/index.js';
+import { loadModelInThread, Needle } from '../../js/index.js';
+import { PRESETS } from '../../web/presets.js';
 import { readArchive, referenceForward } from './reference/index.js';
 import {
   DEMO_MODEL_DIR, evaluate, summarise, agreement, confidenceFigures, heldout,
@@ -28,13 +29,14 @@ const ARCHIVE = new URL('../../dist/demo.cact', import.meta.url);
 const reference = JSON.parse(readFileSync(new URL('reference.json', DEMO_MODEL_DIR), 'utf8'));
 const torchLogits = new Float32Array(readFileSync(new URL('reference-logits.f32', DEMO_MODEL_DIR)).buffer.slice(0));
 const examples = heldout();
-// Measured (manifest.json, fast mode in the makers' engine numerics): exact call 0.735 of 600;
-// fast and exact mode agree on 0.983 of 600 (0.99 of the first 200), no-SIMD and threaded builds on
-// all; retrieval 0.973; confidence AUROC 0.841 (greedy; 0.662 when the decode probability took the
-// call's tokens alone: src/train/README.md); in 200 held-out conversations, 191 later requests
-// reached and 156 of them right.
+// Measured (manifest.json, fast mode in the makers' engine numerics): exact call 0.697 of 600;
+// numbers right in 106 of the 121 commands that have one; no call for 97 of 100 held-out small
+// talk lines; fast and exact mode agree on 0.99 of 600, no-SIMD and threaded builds on all;
+// retrieval 0.987; confidence AUROC 0.803 over 700 commands and small talk (greedy); in 200
+// held-out conversations, 206 later requests reached and 161 of them right.
 const FLOORS = {
-  exactCall: 0.71, sameAsExact: 0.965, sameBuilds: 0.99, retrieval: 0.955, auroc: 0.82, laterReached: 180, laterRight: 0.78,
+  exactCall: 0.67, numbers: 0.84, smallTalk: 0.94, sameAsExact: 0.97, sameBuilds: 0.99, retrieval: 0.97, auroc: 0.78,
+  laterReached: 195, laterRight: 0.75,
 };
 
 /** Largest |a - b| at any position, over that position's logit range in b. */
@@ -101,6 +103,9 @@ test('held-out commands through the agent API: exact calls, the same calls in ev
   t.diagnostic(JSON.stringify(summary));
   assert.equal(summary.commands, 600);
   assert.ok(summary.exact_call >= FLOORS.exactCall, `exact call on ${summary.exact_call} of held-out commands`);
+  const { numbers, small_talk: smallTalk } = summary;
+  assert.ok(numbers.right / numbers.commands >= FLOORS.numbers, `numbers right in ${numbers.right} of ${numbers.commands}`);
+  assert.ok(smallTalk.no_call / smallTalk.count >= FLOORS.smallTalk, `no call for ${smallTalk.no_call} of ${smallTalk.count} small talk lines`);
 
   // The other builds and modes on the first 200 commands (the manifest has all 600): the slow
   // scalar build makes the full set take minutes.
@@ -133,4 +138,24 @@ test('retrieval: with all 18 tools declared, the expected tools are among the fi
   t.diagnostic(JSON.stringify(summary));
   assert.ok(results.every((r) => r.turns[0].rendered.length === 5));
   assert.ok(summary.retrieval_top5 >= FLOORS.retrieval, `retrieval top-5 ${summary.retrieval_top5}`);
+});
+
+test('the demo page\'s presets return their expected calls (its tools and system text, greedy)', { timeout: 300000 }, async () => {
+  const page = readFileSync(new URL('../../web/index.html', import.meta.url), 'utf8');
+  const system = page.match(/<input id="system" type="text" value="([^"]*)"/)[1];
+  const tools = JSON.parse(readFileSync(new URL('../../web/tools.json', import.meta.url), 'utf8'));
+  const sorted = (v) => (Array.isArray(v) ? v.map(sorted)
+    : v && typeof v === 'object' ? Object.fromEntries(Object.keys(v).sort().map((k) => [k, sorted(v[k])])) : v);
+  await withModel({ threads: 1 }, async (model) => {
+    const agent = await Needle.create({ model, tools, system });
+    const wrong = [];
+    for (const preset of PRESETS) {
+      agent.reset();
+      const calls = (await agent.complete(preset.query, { maxNewTokens: 256 })).function_calls
+        .map(({ name, arguments: args }) => ({ name, arguments: args }));
+      if (JSON.stringify(sorted(calls)) !== JSON.stringify(sorted(preset.expected))) wrong.push(`${preset.id}: ${JSON.stringify(calls)}`);
+    }
+    agent.free();
+    assert.deepEqual(wrong, [], 'presets that miss their expected calls');
+  });
 });
