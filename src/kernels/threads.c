@@ -52,8 +52,12 @@
 #define BUSY_MS 100.0
 #define CLOSED 0xffffffffu /* chunk counter of a job being written */
 
+/* Cache-line aligned (so a multiple of 64 bytes): every thread polls these,
+ * and a variable of the caller's sharing their line would make each of its
+ * writes a miss for them (a build whose static data moved decoded 12% slower
+ * on two threads). */
 static struct {
-    _Atomic uint64_t ticket;  /* job << 32 | next chunk to claim */
+    _Alignas(64) _Atomic uint64_t ticket; /* job << 32 | next chunk to claim */
     _Atomic uint32_t done;    /* chunks of the current job finished */
     _Atomic uint32_t joined;  /* workers inside needle_thread_work */
     _Atomic uint32_t sleepers; /* workers in (or about to enter) atomic.wait */
