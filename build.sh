@@ -53,6 +53,10 @@ engine_module() {
   rm -rf "$objs" && mkdir -p "$objs" # no object of a removed source lingers
   for src in "${sources[@]}"; do
     opt=-O3; [[ " $SIZE_SOURCES " == *" $src "* ]] && opt=-Oz
+    # In a SIMD Needle 3 module a scalar kernel with a SIMD twin is its
+    # reference, and its glue (attention's per-vector quantisers, once a head)
+    # ran as fast at -Oz (ab-bench.mjs); the Needle 2 modules have the room.
+    [[ " ${cflags[*]} " == *" -msimd128 "* && " ${cflags[*]} " == *" -DND_NEEDLE3 "* && -f "${src%.c}_simd128.c" ]] && opt=-Oz
     emcc $CFLAGS_COMMON $opt "${cflags[@]}" -c "$src" -o "$objs/$(basename "$src" .c).o"
   done
   emcc -O3 "${cflags[@]}" "${lflags[@]}" \

@@ -33,6 +33,7 @@ export function tool(fn, schema = {}) {
     name: declared.name ?? fn.name,
     ...(description ? { description } : {}),
     parameters: declared.parameters,
+    ...(declared.triggers ? { triggers: declared.triggers } : {}),
   };
   return fn;
 }
@@ -54,6 +55,20 @@ export function checkAgentInput(tools, system) {
   if (typeof system !== 'string') throw new NeedleError(`option system is ${shown(system)}: must be a string`, STATUS.ARGUMENT);
 }
 
+
+/** Needle 3's tool triggers (needle3-engine.md section 4), per declaration: its
+ *  "triggers" patterns (an OpenAI wrapper's function's too) as the makers'
+ *  engine reads them, ECMAScript regular expressions matched case-insensitively
+ *  against the request; a pattern that does not compile is left out, as there. */
+export function triggersOf(declarations) {
+  return declarations.map((decl) => {
+    const inner = decl?.type === 'function' && decl.function && typeof decl.function === 'object' ? decl.function : decl;
+    const patterns = Array.isArray(inner?.triggers) ? inner.triggers.filter((p) => typeof p === 'string') : [];
+    return patterns.flatMap((p) => {
+      try { return [new RegExp(p, 'i')]; } catch { return []; }
+    });
+  });
+}
 
 /** name -> JS function of the tools made with tool(). */
 export function toolFunctions(tools) {
@@ -164,6 +179,7 @@ export class Needle {
     this.declarations = tools.map(declaration);
     // Checked first: the demo model's warnings below read every declaration too.
     this.toolTexts = this.declarations.map((decl, i) => jsonText(decl, refuse(`tools[${i}]`)));
+    this.triggers = model.geometry('generation') === 3 ? triggersOf(this.declarations) : [];
     this.system = system;
     this.sampling = sampling;
     this.ownsModel = false;
@@ -224,6 +240,7 @@ export class Needle {
     checkInteger('maxNewTokens', maxNewTokens, { min: 1, max: 1 << 20 });
     this.restartSampler(options);
     if (signal?.aborted) throw abortError('the turn', signal);
+    if (turn === 'query') this.trigger(input);
     const status = engine.withString(input, (ptr, len) =>
       engine.x.needle_agent_begin(this.handle, ptr, len, TURN[turn], maxNewTokens, engine.err));
     if (status !== STATUS.OK) return this.warned(failedEnvelope(engine.lastError(status)));
@@ -246,6 +263,21 @@ export class Needle {
       this.busy = false;
     }
     return this.warned(this.envelope());
+  }
+
+  /** Tells the engine which tools' triggers match the request (Needle 3): the
+   *  engine acts on them in a user turn with no negation cue. */
+  trigger(request) {
+    const matched = this.triggers.flatMap((patterns, i) => (patterns.some((re) => re.test(request)) ? [i] : []));
+    if (!matched.length) return;
+    const { engine } = this;
+    const ptr = engine.malloc(4 * matched.length);
+    try {
+      new Uint32Array(engine.memory.buffer, ptr, matched.length).set(matched);
+      engine.check(engine.x.needle_agent_trigger(this.handle, ptr, matched.length, engine.err));
+    } finally {
+      engine.x.free(ptr);
+    }
   }
 
   /** An envelope with the agent's warnings (demo-model.js), when it has any. */

@@ -404,6 +404,9 @@ export interface ToolDeclaration {
   name: string;
   description?: string;
   parameters: JsonSchema;
+  /** Needle 3: regular expressions matched case-insensitively against a request; when one
+   *  matches (and the request has no negation cue), the turn must call a matched tool. */
+  triggers?: string[];
 }
 
 export interface FunctionCall {
@@ -452,7 +455,7 @@ export type ToolFunction<A = any, R = unknown> = ((args: A) => R | Promise<R>) &
 /** Attaches a schema ({ name?, description?, parameters } or a bare JSON Schema) to fn. */
 export declare function tool<A = any, R = unknown>(
   fn: (args: A) => R | Promise<R>,
-  schema?: { name?: string; description?: string; parameters: JsonSchema } | JsonSchema,
+  schema?: { name?: string; description?: string; parameters: JsonSchema; triggers?: string[] } | JsonSchema,
 ): ToolFunction<A, R>;
 
 /** The inputs of Needle 3's call post-processor (postprocessCalls). */

@@ -259,6 +259,17 @@ NEEDLE_API int needle_agent_init(needle_agent *agent, const char *system, size_t
 /* With on, every turn calls at least one tool (the grammar's call array
  * cannot close empty), as an extraction needs. Call before init. */
 NEEDLE_API void needle_agent_require_call(needle_agent *agent, int on);
+/* Needle 3's tool triggers (needle3-engine.md section 4): tools (indexes in
+ * the order they were added, rising) whose "triggers" patterns match the
+ * next turn's request. The engine matches each pattern as an ECMAScript
+ * regular expression, case-insensitively, against the raw request; the
+ * caller does (js/agent.js with the host's RegExp). If that turn is a user
+ * turn with text and no negation cue, its call names only those of them that
+ * are rendered, at least once, and its list is withheld only by a
+ * cross-call gate. Applies to the next needle_agent_begin only.
+ * NEEDLE_E_ARGUMENT for a Needle 2 agent or a bad index. */
+NEEDLE_API int needle_agent_trigger(needle_agent *agent, const uint32_t *tools, uint32_t count,
+                                    needle_error *err);
 /* With on, the agent's sessions run exact f32 numerics (needle_session_new's
  * exact) instead of the default fast mode. Call before init. */
 NEEDLE_API void needle_agent_exact(needle_agent *agent, int on);
@@ -277,7 +288,8 @@ enum { NEEDLE_STEP_DONE = 0, NEEDLE_STEP_REASONING = 1, NEEDLE_STEP_CALL = 2, NE
 /* Produces the next piece of the turn into out (at most cap bytes, *out_len
  * set); returns a NEEDLE_STEP_* kind, or -1 when the turn failed (the
  * envelope says why; the conversation is as before the turn). The first
- * steps of a turn feed its text, 8 tokens each, with no piece (PREFILL):
+ * steps of a turn feed its text, 8 tokens each, with no piece (PREFILL), as
+ * do Needle 3's searches at a value's start, a forward pass a step:
  * needle_agent_abort between any two steps undoes the turn. */
 NEEDLE_API int needle_agent_step(needle_agent *agent, char *out, size_t cap, size_t *out_len);
 /* Ends the turn in progress as failed (NEEDLE_E_ABORTED), undoing it. */

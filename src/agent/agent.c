@@ -91,6 +91,12 @@ struct needle_agent {
     uint32_t embed_dim;
     int embeddings_given;   /* set by needle_agent_use_tool_embeddings */
     int require_call;       /* set by needle_agent_require_call */
+    /* Needle 3's triggers: the tools needle_agent_trigger named for the next
+     * turn (trigger_count), how many of them the turn acts on (triggered; 0:
+     * none), and their grammar, which is then the turn's calls_grammar (else
+     * the tools' grammar). */
+    uint32_t trigger[MAX_TOOLS], trigger_count, triggered;
+    needle_grammar *trigger_grammar, *calls_grammar;
     int exact;              /* set by needle_agent_exact */
     buffer system;
     /* conversation */
@@ -143,7 +149,7 @@ struct needle_agent {
     buffer tools_text;      /* the chosen tools as the prompt renders them (open_conversation) */
     size_t pp_mark;
     char *pp_calls;
-    int pp_withhold;
+    int pp_withhold, pp_strong; /* any gate fired; a cross-call gate fired */
     uint8_t *string_bytes_of; /* [vocab]: bytes a token adds to a string it is in (up to a '"') */
     uint32_t longest_piece;   /* the largest of them */
     /* Needle 3: the tools as the engine normalises them (toolset.h), built
@@ -162,6 +168,7 @@ struct needle_agent {
     int32_t search_bans[5];
     nd_value_pick pick;
     uint32_t pick_at;
+    int searched;             /* a search ran at this step and picked nothing: sample */
     int truncated;            /* Needle 3: the budget ended the list before any call closed */
     /* Needle 3 after a tool result: the first step picks <think>, <tool_call>
      * or prose (opening), and prose answers with no call (prose). */
@@ -381,7 +388,8 @@ static void end_conversation(needle_agent *a) {
     needle_session_free(a->session);
     needle_session_free(a->embedding);
     needle_grammar_free(a->grammar);
-    a->session = a->embedding = NULL, a->grammar = NULL;
+    needle_grammar_free(a->trigger_grammar);
+    a->session = a->embedding = NULL, a->grammar = a->trigger_grammar = a->calls_grammar = NULL;
     a->prefix.len = a->conversation.len = 0;
     a->last_turn_called = 0;
     a->phase = P_IDLE;
@@ -404,7 +412,7 @@ void needle_agent_free(needle_agent *a) {
     free(a->first_byte_of), free(a->fits);
 #ifdef ND_NEEDLE3
     nd_call_prob_free(&a->call_prob);
-    free(a->search.logits), free(a->search.masked), free(a->search.pool_mark);
+    free(a->search.logits), free(a->search.masked), free(a->search.pool_mark), free(a->search.text);
 #endif
     free(a->pp_system.data), free(a->pp_conversation.data), free(a->pp_calls), free(a->tools_text.data);
 #ifdef ND_NEEDLE3
@@ -482,6 +490,19 @@ int needle_agent_add_tool(needle_agent *a, const char *json, size_t len, needle_
 }
 
 void needle_agent_require_call(needle_agent *a, int on) { a->require_call = on != 0; }
+
+int needle_agent_trigger(needle_agent *a, const uint32_t *tools, uint32_t count, needle_error *err) {
+    if (!is_v3(a)) return nd_fail(err, NEEDLE_E_ARGUMENT, "triggers are a rule of Needle 3's engine; this is Needle 2");
+    if (count > a->tool_count) return nd_fail(err, NEEDLE_E_ARGUMENT, "%u triggered tools of %u", count, a->tool_count);
+    for (uint32_t i = 0; i < count; i++)
+        if (tools[i] >= a->tool_count || (i && tools[i] <= tools[i - 1]))
+            return nd_fail(err, NEEDLE_E_ARGUMENT, "triggered tool %u: the indexes must rise, each under %u",
+                           tools[i], a->tool_count);
+    memcpy(a->trigger, tools, count * sizeof *tools);
+    a->trigger_count = count;
+    return NEEDLE_OK;
+}
+
 void needle_agent_exact(needle_agent *a, int on) { a->exact = on != 0; }
 
 void needle_agent_set_sampling(needle_agent *a, float temperature, uint32_t top_k, float top_p,
@@ -844,20 +865,30 @@ static int start_embedding(needle_agent *a, const char *text, size_t len, needle
 
 int needle_agent_begin(needle_agent *a, const char *text, size_t len, int kind,
                        uint32_t max_new_tokens, needle_error *err) {
+    uint32_t triggers = a->trigger_count; /* needle_agent_trigger's, for this turn only */
+    a->trigger_count = 0;
     if (!a->session) return nd_fail(err, NEEDLE_E_ARGUMENT, "call needle_agent_init before a turn");
     if (IN_TURN(a->phase)) return nd_fail(err, NEEDLE_E_ARGUMENT, "a turn is already in progress");
     if (kind == NEEDLE_TURN_AUTO) kind = a->last_turn_called ? NEEDLE_TURN_TOOL_RESULT : NEEDLE_TURN_QUERY;
     if (kind == NEEDLE_TURN_TOOL_RESULT && !a->last_turn_called)
         return nd_fail(err, NEEDLE_E_ARGUMENT, "a tool result needs a previous turn that called a tool");
     a->turn_kind = kind;
+    /* The makers' engine acts on triggers in a user turn with no negation cue. */
+#ifdef ND_NEEDLE3
+    a->triggered = kind == NEEDLE_TURN_QUERY && len && !nd_pp_negation_cue(text, len) ? triggers : 0;
+#else
+    (void)triggers;
+#endif
     memset(&a->turn_error, 0, sizeof a->turn_error);
     a->reasoning.len = a->calls.len = a->pending.len = a->forcing.len = a->forcing_pos = 0;
     a->generated = a->call_sampled = a->reasoning_sampled = a->prefill_count = 0;
     a->call_logp = a->reasoning_logp = a->prefill_ms = a->decode_ms = 0;
     a->call_min_p = 1;
     a->pick.n = a->pick_at = 0;
+    a->searched = 0;
 #ifdef ND_NEEDLE3
     a->call_prob.dense = 0;
+    nd_search_cancel(&a->search);
 #endif
     a->truncated = 0;
     a->max_new = max_new_tokens ? max_new_tokens : 256;
@@ -869,7 +900,7 @@ int needle_agent_begin(needle_agent *a, const char *text, size_t len, int kind,
     if (is_v3(a) && buffer_put(&a->turn_text, text, len)) return nd_fail(err, NEEDLE_E_NOMEM, "out of memory");
     free(a->pp_calls);
     a->pp_calls = NULL;
-    a->pp_withhold = 0;
+    a->pp_withhold = a->pp_strong = 0;
     a->peak_bytes = nd_memory_bytes();
     double t0 = nd_now_ms();
     trim_conversation(a);
@@ -911,6 +942,9 @@ int needle_agent_begin(needle_agent *a, const char *text, size_t len, int kind,
  * of the conversation before it. */
 static void rollback(needle_agent *a) {
     needle_error ignored;
+#ifdef ND_NEEDLE3
+    nd_search_cancel(&a->search);
+#endif
     a->conversation.len = a->conversation_mark;
     if (a->pp_conversation.len > a->pp_mark) a->pp_conversation.len = a->pp_mark;
     needle_session_free(a->embedding);
@@ -1125,9 +1159,10 @@ static void bound_string(needle_agent *a) {
 /* Takes one token into the call: grammar, transcript, session, stream. */
 static int take_call_token(needle_agent *a, int32_t token, char *out, size_t cap, size_t *out_len) {
     needle_error err;
-    int status = needle_grammar_accept(a->grammar, token, &err);
+    int status = needle_grammar_accept(a->calls_grammar, token, &err);
     if (status) return fail_turn(a, status, err.message);
     a->generated++;
+    a->searched = 0;
     if (token == a->marker[M_CALL_END]) {
         int32_t end[2] = {token, a->marker[M_IM_END]};
         if ((status = feed(a, end, 2, &err))) return fail_turn(a, status, err.message);
@@ -1156,7 +1191,7 @@ static int start_forcing(needle_agent *a, size_t need, char *out, size_t cap, si
     a->forcing.len = a->forcing_pos = 0;
     char *text = malloc(need + 1);
     if (!text) return fail_turn(a, NEEDLE_E_NOMEM, "out of memory");
-    size_t n = needle_grammar_completion(a->grammar, text, need + 1);
+    size_t n = needle_grammar_completion(a->calls_grammar, text, need + 1);
     int status = n == need ? buffer_put(&a->forcing, text, n) : NEEDLE_E_SCHEMA;
     free(text);
     if (status) return fail_turn(a, status, "could not force the rest of the call");
@@ -1241,9 +1276,9 @@ static int cut_short(needle_agent *a, char *out, size_t cap, size_t *out_len) {
 /* Near the end of the budget: the token that closes the list, or -1 to go
  * on sampling. */
 static int32_t closing_token(needle_agent *a) {
-    if (nd_grammar_complete(a->grammar)) return a->marker[M_CALL_END];
+    if (nd_grammar_complete(a->calls_grammar)) return a->marker[M_CALL_END];
     int32_t bracket = byte_token(a, ']');
-    return bracket >= 0 && nd_grammar_completion_after(a->grammar, bracket) == 0 ? bracket : -1;
+    return bracket >= 0 && nd_grammar_completion_after(a->calls_grammar, bracket) == 0 ? bracket : -1;
 }
 
 #ifdef ND_NEEDLE3
@@ -1265,51 +1300,43 @@ static int encode_after_marker(const needle_agent *a, idlist *l, const char *tex
     return status;
 }
 
-/* Scores the named options (opts: their texts through the closing quote)
- * and picks the likeliest; the first token records its share among them. */
-static int pick_option(needle_agent *a, const char **opts, const size_t *lens, uint32_t n, const float *step,
-                       needle_error *err) {
-    double score[ND_OPTIONS_MAX], best = -INFINITY;
-    uint32_t scored = 0;
+/* Starts scoring the named options (opts: their texts through the closing
+ * quote), each tokenized apart from its closing quote as the engine does. */
+static int begin_options(needle_agent *a, const char **opts, const size_t *lens, uint32_t n, const float *step,
+                         needle_error *err) {
     idlist ids = {0};
     int status = NEEDLE_OK;
     for (uint32_t i = 0; i < n && !status; i++) {
         if (!nd_option_named(a->pp_conversation.data, a->pp_conversation.len, opts[i], lens[i] - 1)) continue;
         ids.len = 0;
-        /* the option and its closing quote, tokenized apart as the engine does */
         status = encode_after_marker(a, &ids, opts[i], lens[i] - 1, err);
         if (!status) status = encode_after_marker(a, &ids, "\"", 1, err);
-        if (status || ids.len > ND_LOOKAHEAD_TOKENS) continue;
-        status = nd_sequence_logp(&a->search, step, ids.ids, (uint32_t)ids.len, &score[scored], err);
-        if (status || !(score[scored] > best)) { scored++; continue; }
-        best = score[scored++];
-        memcpy(a->pick.ids, ids.ids, ids.len * sizeof *ids.ids);
-        a->pick.n = (uint32_t)ids.len;
+        if (!status) nd_search_option(&a->search, ids.ids, ids.len);
     }
     free(ids.ids);
-    if (status || !a->pick.n) return status;
-    double z = 0;
-    for (uint32_t i = 0; i < scored; i++) z += exp(score[i] - best);
-    for (uint32_t i = 0; i < a->pick.n; i++) a->pick.probs[i] = i ? 1.0 : 1 / z;
-    return NEEDLE_OK;
+    return status ? status : nd_options_begin(&a->search, step, err);
 }
 
+/* Starts the search the engine runs here, if any: the named options right
+ * after a literal's opening quote, else the lookahead at an argument value's
+ * start with the budget and the sequence room the engine asks. */
 static int search_value(needle_agent *a, size_t left, needle_error *err) {
     a->pick.n = a->pick_at = 0;
-    a->search.session = a->session, a->search.grammar = a->grammar;
+    if (a->searched) return NEEDLE_OK; /* it ran here and picked nothing */
+    a->search.session = a->session, a->search.grammar = a->calls_grammar;
     const char *opts[ND_OPTIONS_MAX];
     size_t lens[ND_OPTIONS_MAX];
-    uint32_t n = nd_grammar_open_options(a->grammar, opts, lens, ND_OPTIONS_MAX);
+    uint32_t n = nd_grammar_open_options(a->calls_grammar, opts, lens, ND_OPTIONS_MAX);
+    unsigned value = n ? 0 : nd_grammar_value_start(a->calls_grammar);
+    if (!n && (!(value & ND_VALUE_START) || (value & ND_VALUE_OPTIONS) || left < LOOKAHEAD_BUDGET ||
+               needle_session_position(a->session) + LOOKAHEAD_SEQUENCE >= a->model->archive.geometry.max_seq))
+        return NEEDLE_OK; /* the step samples */
     int dense = a->call_prob.dense;
     a->call_prob.dense |= n > 0; /* inside a string the engine scores every token */
     const float *step = nd_call_prob_step(&a->call_prob, a->logits, a->fits);
     a->call_prob.dense = dense;
-    if (n) return pick_option(a, opts, lens, n, step, err);
-    unsigned value = nd_grammar_value_start(a->grammar);
-    if (!(value & ND_VALUE_START) || (value & ND_VALUE_OPTIONS) || left < LOOKAHEAD_BUDGET ||
-        needle_session_position(a->session) + LOOKAHEAD_SEQUENCE >= a->model->archive.geometry.max_seq)
-        return NEEDLE_OK;
-    return nd_lookahead(&a->search, step, (value & ND_VALUE_GROUNDED) != 0, &a->pick, err);
+    return n ? begin_options(a, opts, lens, n, step, err)
+             : nd_lookahead_begin(&a->search, step, (value & ND_VALUE_GROUNDED) != 0, err);
 }
 
 /* The pick's next token, with the probability the engine records for it;
@@ -1323,11 +1350,24 @@ static int take_pick_token(needle_agent *a, char *out, size_t cap, size_t *out_l
     if (a->pick_at == a->pick.n) a->call_prob.dense = 1, a->pick.n = a->pick_at = 0;
     return take_call_token(a, token, out, cap, out_len);
 }
+
+/* One forward pass of the search under way; once it ends, its pick's first
+ * token (with no pick the next step samples). */
+static int search_step(needle_agent *a, char *out, size_t cap, size_t *out_len) {
+    needle_error err;
+    int status = nd_search_step(&a->search, &a->pick, &err);
+    if (status) return fail_turn(a, status, err.message);
+    if (a->pick.n) return take_pick_token(a, out, cap, out_len);
+    a->searched = !nd_searching(&a->search);
+    *out_len = 0;
+    return NEEDLE_STEP_PREFILL;
+}
 #endif
 
 static int step_call_v3(needle_agent *a, char *out, size_t cap, size_t *out_len) {
 #ifdef ND_NEEDLE3
     if (a->pick_at < a->pick.n) return take_pick_token(a, out, cap, out_len);
+    if (nd_searching(&a->search)) return search_step(a, out, cap, out_len);
 #endif
     uint32_t spent = a->generated + a->engine_forced;
     size_t left = spent < a->max_new ? a->max_new - spent : 0;
@@ -1335,7 +1375,7 @@ static int step_call_v3(needle_agent *a, char *out, size_t cap, size_t *out_len)
     int32_t closing = left <= CLOSING_STEPS ? closing_token(a) : -1;
     if (closing >= 0) return take_call_token(a, closing, out, cap, out_len);
     memcpy(a->masked, a->logits, a->vocab * sizeof *a->masked);
-    uint32_t allowed = needle_grammar_mask(a->grammar, a->masked);
+    uint32_t allowed = needle_grammar_mask(a->calls_grammar, a->masked);
     if (allowed == 0) return cut_short(a, out, cap, out_len); /* a dead end */
     int32_t banned = cycle_to_ban(&a->calls);
     if (banned >= 0 && allowed > 1) a->masked[banned] = -INFINITY;
@@ -1345,7 +1385,7 @@ static int step_call_v3(needle_agent *a, char *out, size_t cap, size_t *out_len)
     needle_error err;
     int status = search_value(a, left, &err);
     if (status) return fail_turn(a, status, err.message);
-    if (a->pick.n) return take_pick_token(a, out, cap, out_len);
+    if (nd_searching(&a->search)) return search_step(a, out, cap, out_len);
 #endif
     double logp;
     int32_t token = sample(a, &logp);
@@ -1365,7 +1405,7 @@ static int step_call(needle_agent *a, char *out, size_t cap, size_t *out_len) {
     if (is_v3(a)) return step_call_v3(a, out, cap, out_len);
     if (a->forcing.len || a->forcing_pos) return force_call_step(a, out, cap, out_len);
     size_t left = a->generated < a->max_new ? a->max_new - a->generated : 0;
-    size_t need = needle_grammar_completion(a->grammar, NULL, 0);
+    size_t need = needle_grammar_completion(a->calls_grammar, NULL, 0);
     if (need == SIZE_MAX)
         return fail_turn(a, NEEDLE_E_SCHEMA, "no valid completion of the call array was found");
     if (need >= left) { /* only possible before the first call token */
@@ -1376,7 +1416,7 @@ static int step_call(needle_agent *a, char *out, size_t cap, size_t *out_len) {
     }
     if (left <= need + 1) return start_forcing(a, need, out, cap, out_len);
     memcpy(a->masked, a->logits, a->vocab * sizeof *a->masked);
-    uint32_t allowed = needle_grammar_mask(a->grammar, a->masked);
+    uint32_t allowed = needle_grammar_mask(a->calls_grammar, a->masked);
     if (allowed == 0)
         return fail_turn(a, NEEDLE_E_SCHEMA, "the grammar allows no token here (an unsatisfiable schema)");
     int32_t banned = cycle_to_ban(&a->calls);
@@ -1386,7 +1426,7 @@ static int step_call(needle_agent *a, char *out, size_t cap, size_t *out_len) {
     int32_t token = sample(a, &logp);
     if (token != a->marker[M_CALL_END]) {
         /* a token that leaves too little budget to finish is replaced by forcing */
-        size_t after = nd_grammar_completion_after(a->grammar, token);
+        size_t after = nd_grammar_completion_after(a->calls_grammar, token);
         if (after == SIZE_MAX || after + 1 > left - 1) return start_forcing(a, need, out, cap, out_len);
         a->call_logp += logp;
         a->call_sampled++;
@@ -1394,12 +1434,36 @@ static int step_call(needle_agent *a, char *out, size_t cap, size_t *out_len) {
     return take_call_token(a, token, out, cap, out_len);
 }
 
+/* The grammar of a triggered turn: the triggered tools among those rendered,
+ * at least one call (needle3-engine.md section 4). None rendered (retrieval
+ * left them out): the turn runs untriggered. */
+static int open_trigger_grammar(needle_agent *a, needle_error *err) {
+    uint32_t which[MAX_TOOLS], n = 0;
+    for (uint32_t i = 0, j = 0; i < a->chosen_count; i++) {
+        while (j < a->triggered && a->trigger[j] < a->chosen[i]) j++;
+        if (j < a->triggered && a->trigger[j] == a->chosen[i]) which[n++] = a->chosen[i];
+    }
+    needle_grammar_free(a->trigger_grammar);
+    a->trigger_grammar = NULL;
+    memcpy(a->trigger, which, n * sizeof *which);
+    if (!(a->triggered = n)) return NEEDLE_OK;
+    buffer tools = {0};
+    int status = render_tools(a, which, n, &tools);
+    if (!status) a->trigger_grammar = nd_grammar_new_calls(a->vocab_trie, tools.data, tools.len, a->marker[M_CALL_END],
+                                                          1, grammar_flags(a), err);
+    free(tools.data);
+    return status ? nd_fail(err, NEEDLE_E_NOMEM, "out of memory") : a->trigger_grammar ? NEEDLE_OK : err->code;
+}
+
 /* The turn's prefill starts here: what a rollback returns to. */
 static int begin_prefill(needle_agent *a) {
     a->turn_start = needle_session_position(a->session);
     nd_session_pool_save(a->session, a->pool_mark);
-    needle_grammar_reset(a->grammar);
-    nd_grammar_set_context(a->grammar, a->pp_conversation.data, a->pp_conversation.len); /* grounded ids (Needle 3) */
+    needle_error err;
+    if (a->triggered && open_trigger_grammar(a, &err)) return fail_turn(a, err.code, err.message);
+    a->calls_grammar = a->triggered ? a->trigger_grammar : a->grammar;
+    needle_grammar_reset(a->calls_grammar);
+    nd_grammar_set_context(a->calls_grammar, a->pp_conversation.data, a->pp_conversation.len); /* grounded ids (Needle 3) */
     a->phase = P_PREFILL;
     return NEEDLE_STEP_PREFILL;
 }
@@ -1527,7 +1591,8 @@ static void postprocess_calls(needle_agent *a, const char *calls, size_t n) {
     nd_pp_input in = pp_input(a, calls, n);
     nd_pp_output out = {0};
     needle_error ignored;
-    if (nd_postprocess(&in, &out, &ignored) == NEEDLE_OK) a->pp_calls = out.calls, a->pp_withhold = out.withhold;
+    if (nd_postprocess(&in, &out, &ignored) == NEEDLE_OK)
+        a->pp_calls = out.calls, a->pp_withhold = out.withhold, a->pp_strong = out.strong;
 #else
     (void)a, (void)calls, (void)n;
 #endif
@@ -1630,10 +1695,12 @@ size_t needle_agent_envelope(const needle_agent *a, char *out, size_t cap) {
     const char *list = ok && a->pp_calls ? a->pp_calls : calls;
     size_t list_len = list == calls ? calls_len : strlen(list);
     /* Needle 3 withholds a call list under confidence 0.1 (needle3-model.md
-     * section 9) or when a post-processor gate fired, unless a call is
-     * required (an extraction). */
+     * section 9) or when a post-processor gate fired; a triggered list only
+     * when a cross-call gate fired; none when a call is required (an
+     * extraction). */
     int some = list && strcmp(list, "[]") != 0;
-    int withheld = is_v3(a) && !a->require_call && some && ((present && c < SUPPRESS_BELOW) || a->pp_withhold);
+    int gated = a->triggered ? a->pp_strong : (present && c < SUPPRESS_BELOW) || a->pp_withhold;
+    int withheld = is_v3(a) && !a->require_call && some && gated;
     /* Handed out in the caller's names; validation keeps the rendered ones, as the engine's does. */
     char *named = caller_names(a, list);
     const char *handed = named ? named : list;

@@ -312,6 +312,11 @@ int nd_postprocess(const nd_pp_input *in, nd_pp_output *out, needle_error *err);
  * bytes to out (out may equal system) and returns the new length. */
 size_t nd_pp_grounding_text(const char *system, size_t len, char *out);
 
+/* Whether a request holds a negation cue ("don't", "never", "no longer", ...
+ * not forgiven by what follows): the envelope's validation.negation, and a
+ * request whose tool triggers the engine then ignores. */
+int nd_pp_negation_cue(const char *text, size_t len);
+
 /* The envelope's "validation" object as the engine computes it for a
  * delivered or withheld call list (calls: the post-processed list):
  * {"ungrounded":["tool.key",...],"negation":bool}, malloc'd into *out. */

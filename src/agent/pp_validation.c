@@ -43,7 +43,8 @@ static void ungrounded(pp_ctx *c, const pp_val *calls, pp_buf *b) {
     }
 }
 
-static int negation_cue(pp_str req) {
+int nd_pp_negation_cue(const char *text, size_t len) {
+    pp_str req = {text, len};
     const char *cues = "don't|dont |do not|never|no longer|must not|mustn't|shouldn't|should not|make sure not";
     pp_str cue;
     while (pp_next_item(&cues, &cue))
@@ -78,7 +79,7 @@ int nd_pp_validation(const nd_pp_input *in, const char *calls, size_t calls_len,
     pp_buf b = {&a, 0, 0, 0};
     pp_puts(&b, pp_z("{\"ungrounded\":["));
     if (list && nd_json_root(list)->type == ND_JARRAY && pp_from_jv(&a, nd_json_root(list), &v)) ungrounded(&c, &v, &b);
-    pp_puts(&b, pp_z(negation_cue(c.req) ? "],\"negation\":true}" : "],\"negation\":false}"));
+    pp_puts(&b, pp_z(nd_pp_negation_cue(c.req.p, c.req.n) ? "],\"negation\":true}" : "],\"negation\":false}"));
     pp_str s = pp_view(&b);
     if (!a.nomem && (*out = malloc(s.n + 1))) memcpy(*out, s.p, s.n), (*out)[s.n] = 0, *out_len = s.n;
     int rc = *out ? NEEDLE_OK : nd_fail(err, NEEDLE_E_NOMEM, "postprocess: out of memory");

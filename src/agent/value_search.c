@@ -45,87 +45,119 @@ static void mask_value(nd_value_search *s, const float *x) {
         if (s->bans[i] >= 0 && (uint32_t)s->bans[i] < s->vocab) s->masked[s->bans[i]] = -INFINITY;
 }
 
-/* Where a branch starts, to roll back to. */
-typedef struct {
-    uint32_t position;
-    char *text;
-    size_t len;
-} mark;
-
-static int mark_here(nd_value_search *s, mark *m, needle_error *err) {
-    const char *text = nd_grammar_text(s->grammar, &m->len);
-    m->position = needle_session_position(s->session);
-    m->text = malloc(m->len + 1);
-    if (!m->text) return nd_fail(err, NEEDLE_E_NOMEM, "out of memory");
-    memcpy(m->text, text, m->len);
+/* Marks where every branch starts: session position, probe pooling and
+ * grammar text. */
+static int start(nd_value_search *s, uint32_t branches, int options, needle_error *err) {
+    const char *text = nd_grammar_text(s->grammar, &s->text_len);
+    s->text = malloc(s->text_len + 1);
+    if (!s->text) return nd_fail(err, NEEDLE_E_NOMEM, "out of memory");
+    memcpy(s->text, text, s->text_len);
+    s->position = needle_session_position(s->session);
     nd_session_pool_save(s->session, s->pool_mark);
+    s->branches = branches, s->options = options, s->at = 0, s->branch.n = 0, s->best = -1;
     return NEEDLE_OK;
 }
 
-static int back_to(nd_value_search *s, const mark *m, needle_error *err) {
-    int status = needle_session_rewind(s->session, m->position, err);
+void nd_search_cancel(nd_value_search *s) {
+    free(s->text);
+    s->text = NULL;
+    s->branches = s->added = 0;
+}
+
+/* Scores the branch under way, keeps it if it is the best (the first on a
+ * tie), and rolls back to where branches start. */
+static int end_branch(nd_value_search *s, int closed, needle_error *err) {
+    double score = s->options ? s->logp : s->logp / s->branch.n - (closed ? 0 : UNFINISHED_PENALTY);
+    s->score[s->at] = score;
+    if (score > (s->best < 0 ? -INFINITY : s->score[s->best])) s->best = (int)s->at, s->best_pick = s->branch;
+    s->at++, s->branch.n = 0;
+    int status = needle_session_rewind(s->session, s->position, err);
     if (status) return status;
     nd_session_pool_restore(s->session, s->pool_mark);
     needle_grammar_reset(s->grammar);
-    return nd_grammar_feed(s->grammar, m->text, m->len, err);
+    return nd_grammar_feed(s->grammar, s->text, s->text_len, err);
 }
 
-/* One branch: token first (its probability p), then the greedy grammar
- * token after each until the value closes or the branch is full. Its score:
- * the mean log probability, less the penalty when unfinished. */
-static int branch(nd_value_search *s, int32_t first, double p, nd_value_pick *b, double *score, needle_error *err) {
-    b->n = 0;
-    int32_t t = first;
-    double logp = 0;
-    int closed = 0;
-    for (;;) {
-        int status = needle_grammar_accept(s->grammar, t, err);
-        if (status) return status;
-        b->ids[b->n] = t, b->probs[b->n] = p, b->n++;
-        logp += log(p);
-        if ((closed = nd_grammar_value_closed(s->grammar)) || b->n == ND_LOOKAHEAD_TOKENS) break;
-        if ((status = needle_session_feed(s->session, &t, 1, s->logits, 0, err))) return status;
-        mask_value(s, s->logits);
-        if ((t = best_token(s, s->masked, NULL, 0)) < 0) break;
-        p = prob_of(s->logits, s->vocab, t);
-    }
-    *score = logp / b->n - (closed ? 0 : UNFINISHED_PENALTY);
+/* A lookahead branch: its candidate, then the greedy grammar token after
+ * each until the value closes or the branch is full; scored by the mean log
+ * probability, less the penalty when unfinished. A step takes one token. */
+static int lookahead_step(nd_value_search *s, needle_error *err) {
+    nd_value_pick *b = &s->branch;
+    if (b->n == 0) s->next = s->seq[s->at][0], s->next_p = s->first_p[s->at], s->logp = 0;
+    int status = needle_grammar_accept(s->grammar, s->next, err);
+    if (status) return status;
+    b->ids[b->n] = s->next, b->probs[b->n] = s->next_p, b->n++;
+    s->logp += log(s->next_p);
+    int closed = nd_grammar_value_closed(s->grammar);
+    if (closed || b->n == ND_LOOKAHEAD_TOKENS) return end_branch(s, closed, err);
+    if ((status = needle_session_feed(s->session, &s->next, 1, s->logits, 0, err))) return status;
+    mask_value(s, s->logits);
+    if ((s->next = best_token(s, s->masked, NULL, 0)) < 0) return end_branch(s, 0, err);
+    s->next_p = prob_of(s->logits, s->vocab, s->next);
     return NEEDLE_OK;
 }
 
-int nd_lookahead(nd_value_search *s, const float *scored, int grounded, nd_value_pick *pick, needle_error *err) {
+int nd_lookahead_begin(nd_value_search *s, const float *scored, int grounded, needle_error *err) {
     int32_t cand[ND_LOOKAHEAD_BRANCHES];
     uint32_t n = 0;
-    pick->n = 0;
     mask_value(s, scored);
     while (n < ND_LOOKAHEAD_BRANCHES && (cand[n] = best_token(s, s->masked, cand, n)) >= 0) n++;
     if (n < 2 || (prob_of(scored, s->vocab, cand[0]) >= ND_LOOKAHEAD_SURE && !grounded)) return NEEDLE_OK;
-    mark m;
-    int status = mark_here(s, &m, err);
-    double best = -INFINITY;
-    nd_value_pick b;
-    for (uint32_t i = 0; i < n && !status; i++) {
-        double score;
-        status = branch(s, cand[i], prob_of(scored, s->vocab, cand[i]), &b, &score, err);
-        if (!status) status = back_to(s, &m, err);
-        if (!status && score > best) best = score, *pick = b;
-    }
-    free(m.text);
-    return status;
+    for (uint32_t i = 0; i < n; i++) s->seq[i][0] = cand[i], s->first_p[i] = prob_of(scored, s->vocab, cand[i]);
+    return start(s, n, 0, err);
 }
 
-int nd_sequence_logp(nd_value_search *s, const float *first, const int32_t *ids, uint32_t n, double *logp,
-                     needle_error *err) {
-    mark m;
-    int status = mark_here(s, &m, err);
-    *logp = n ? log(prob_of(first, s->vocab, ids[0])) : 0;
-    for (uint32_t i = 0; i + 1 < n && !status; i++) {
-        status = needle_session_feed(s->session, &ids[i], 1, s->logits, 0, err);
-        if (!status) *logp += log(prob_of(s->logits, s->vocab, ids[i + 1]));
+/* An option: its tokens teacher-forced, scored by the sum of their log
+ * probabilities (the last is not fed: nothing reads what follows it). A
+ * step feeds one token. */
+static int option_step(nd_value_search *s, needle_error *err) {
+    const int32_t *ids = s->seq[s->at];
+    uint32_t k = s->branch.n; /* tokens fed */
+    if (k == 0) s->logp = log(s->first_p[s->at]);
+    if (k + 1 >= s->seq_len[s->at]) return end_branch(s, 1, err);
+    int status = needle_session_feed(s->session, &ids[k], 1, s->logits, 0, err);
+    if (status) return status;
+    s->logp += log(prob_of(s->logits, s->vocab, ids[k + 1]));
+    s->branch.n++;
+    return NEEDLE_OK;
+}
+
+void nd_search_option(nd_value_search *s, const int32_t *ids, size_t n) {
+    if (s->added == ND_OPTIONS_MAX || n == 0 || n > ND_LOOKAHEAD_TOKENS) return;
+    memcpy(s->seq[s->added], ids, n * sizeof *ids);
+    s->seq_len[s->added++] = (uint32_t)n;
+}
+
+int nd_options_begin(nd_value_search *s, const float *first, needle_error *err) {
+    uint32_t n = s->added;
+    s->added = 0;
+    for (uint32_t i = 0; i < n; i++) s->first_p[i] = prob_of(first, s->vocab, s->seq[i][0]);
+    return n ? start(s, n, 1, err) : NEEDLE_OK;
+}
+
+/* What the search commits: the best branch; for options the option whole,
+ * its first token with its share of the options' total probability, the
+ * rest 1. */
+static void commit(const nd_value_search *s, nd_value_pick *pick) {
+    pick->n = 0;
+    if (s->best < 0) return;
+    if (!s->options) {
+        *pick = s->best_pick;
+        return;
     }
-    if (!status) status = back_to(s, &m, err);
-    free(m.text);
-    return status;
+    double z = 0;
+    for (uint32_t i = 0; i < s->branches; i++) z += exp(s->score[i] - s->score[s->best]);
+    pick->n = s->seq_len[s->best];
+    for (uint32_t i = 0; i < pick->n; i++) pick->ids[i] = s->seq[s->best][i], pick->probs[i] = i ? 1.0 : 1 / z;
+}
+
+int nd_search_step(nd_value_search *s, nd_value_pick *pick, needle_error *err) {
+    pick->n = 0;
+    int status = s->options ? option_step(s, err) : lookahead_step(s, err);
+    if (status || s->at < s->branches) return status;
+    commit(s, pick);
+    nd_search_cancel(s);
+    return NEEDLE_OK;
 }
 
 /* ---- naming an option -------------------------------------------------- */

@@ -16,8 +16,11 @@
  *
  * Every branch runs on the real session and grammar and is rolled back
  * (session position, probe pooling, grammar text), so the caller commits the
- * pick as if it had sampled it. A token's probability is its softmax over the
- * logits as given (the engine's prob_of, not the confidence rule's visit). */
+ * pick as if it had sampled it. A search takes a forward pass a step
+ * (nd_search_step), so a caller's abort waits for one pass, not for up to 64
+ * options or 4 branches of 23 tokens. A token's probability is its softmax
+ * over the logits as given (the engine's prob_of, not the confidence rule's
+ * visit). */
 #ifndef ND_VALUE_SEARCH_H
 #define ND_VALUE_SEARCH_H
 
@@ -30,6 +33,13 @@
 #define ND_LOOKAHEAD_SURE 0.95 /* a likeliest token this probable is taken without a lookahead */
 #define ND_OPTIONS_MAX 64      /* named options scored at one value */
 
+/* What a search commits: tokens and the probability the engine records for each. */
+typedef struct {
+    int32_t ids[ND_LOOKAHEAD_TOKENS];
+    double probs[ND_LOOKAHEAD_TOKENS];
+    uint32_t n;
+} nd_value_pick;
+
 typedef struct {
     needle_session *session;
     needle_grammar *grammar;
@@ -39,27 +49,47 @@ typedef struct {
     uint32_t nbans;
     float *logits, *masked;    /* [vocab] scratch each */
     void *pool_mark;           /* nd_session_pool_bytes of scratch */
+    /* The search under way (branches 0: none): named options or a
+     * lookahead's candidates, each branch's tokens (an option's all, a
+     * candidate's first) and its first token's probability; where every
+     * branch starts; the branch under way (at), its tokens so far and its
+     * log probability; each finished branch's score and the best one. */
+    uint32_t branches, at, added;
+    int options;
+    int32_t seq[ND_OPTIONS_MAX][ND_LOOKAHEAD_TOKENS];
+    uint32_t seq_len[ND_OPTIONS_MAX];
+    double first_p[ND_OPTIONS_MAX], score[ND_OPTIONS_MAX];
+    uint32_t position;
+    char *text;
+    size_t text_len;
+    nd_value_pick branch, best_pick;
+    int32_t next;              /* the lookahead's next token, and its probability */
+    double next_p, logp;
+    int best;                  /* -1 until a branch scores above -inf */
 } nd_value_search;
 
-/* What a search commits: tokens and the probability the engine records for each. */
-typedef struct {
-    int32_t ids[ND_LOOKAHEAD_TOKENS];
-    double probs[ND_LOOKAHEAD_TOKENS];
-    uint32_t n;
-} nd_value_pick;
+/* Starts the lookahead at a value's start. scored: the step's logits as the
+ * engine holds them (sparse after a sampled token, its base bans); grounded:
+ * the value's key is. Nothing starts when the engine would not run it (fewer
+ * than two candidates, or a likeliest one of ND_LOOKAHEAD_SURE or more and
+ * the value not grounded). NEEDLE_OK or a status (err set). */
+int nd_lookahead_begin(nd_value_search *s, const float *scored, int grounded, needle_error *err);
 
-/* The lookahead at a value's start. scored: the step's logits as the engine
- * holds them (sparse after a sampled token, its base bans); grounded: the
- * value's key is. pick->n is 0 when the engine would not run it (fewer than
- * two candidates, or a likeliest one of ND_LOOKAHEAD_SURE or more and the
- * value not grounded). NEEDLE_OK or a status (err set) when the session fails. */
-int nd_lookahead(nd_value_search *s, const float *scored, int grounded, nd_value_pick *pick, needle_error *err);
+/* Adds a named option, its ids through the closing quote (one longer than
+ * ND_LOOKAHEAD_TOKENS is left out), then starts scoring the options added,
+ * each by the log probability of its ids after the session's position, the
+ * first read from first (the step's logits). */
+void nd_search_option(nd_value_search *s, const int32_t *ids, size_t n);
+int nd_options_begin(nd_value_search *s, const float *first, needle_error *err);
 
-/* The log probability of ids[0..n) after the session's position, the first
- * token read from first (the step's logits), each next one from the logits
- * after the one before; the session is rolled back. NEEDLE_OK or a status. */
-int nd_sequence_logp(nd_value_search *s, const float *first, const int32_t *ids, uint32_t n, double *logp,
-                     needle_error *err);
+/* Whether a search is under way; its next step (at most one forward pass).
+ * Once it ends, *pick holds what it commits (n 0: nothing scored above
+ * -inf, the caller samples). NEEDLE_OK or a status (err set). */
+static inline int nd_searching(const nd_value_search *s) { return s->branches > 0; }
+int nd_search_step(nd_value_search *s, nd_value_pick *pick, needle_error *err);
+
+/* Drops the search under way (the caller rolls the session back). */
+void nd_search_cancel(nd_value_search *s);
 
 /* 1 when the conversation text names option, as the engine matches them:
  * both ASCII-lowercased with every run of characters that are not ASCII

@@ -12,7 +12,8 @@
 // - scores each call token the slow way (every candidate sorted) for the
 //   confidence: the least engine probability of the call's tokens, from the
 //   step's sparse logits and the sampler's visit.
-// The agent's call text and envelope must agree with it.
+// The agent's call text and envelope must agree with it, and its searches
+// take a step for each forward pass (an abort waits for one).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { makeTestTokenizerBlob, syntheticPieces, CHAT_MARKERS3 } from '../../js/cact-writer.js';
@@ -22,9 +23,11 @@ import { shortReasoningModel } from './short-reasoning.js';
 
 const PIECES = syntheticPieces(400, CHAT_MARKERS3);
 const tokenizer = makeTestTokenizerBlob(PIECES);
+// hours has an explicit bound: the reference's grammar (needle_grammar_new) lacks Needle 3's implied
+// ranges, and with "at least 0" implied the agent's candidates at hours' start differ from it.
 const TOOLS = [{ name: 'set_mode', description: 'Set the mode of the heater',
   parameters: { type: 'object', properties: { mode: { enum: ['eco', 'boost', 'quiet'] }, on: { type: 'boolean' },
-    hours: { type: 'integer' } }, required: ['mode', 'hours'] } }];
+    hours: { type: 'integer', minimum: 0 } }, required: ['mode', 'hours'] } }];
 const QUERY = 'put the heater on boost for 2 hours';
 const MAX_NEW = 200;
 
@@ -181,7 +184,7 @@ function replay(model, limit) {
   };
   const rewind = (position) => engine.check(x.needle_session_rewind(session.handle, position, engine.err));
   const grammar = grammarOf([]);
-  const calls = [], searched = { lookahead: 0, options: 0 };
+  const calls = [], searched = { lookahead: 0, options: 0, feeds: 0 };
   let least = 1, dense = false;
   const commit = (ids, probs) => {
     for (let i = 0; i < ids.length; i++) {
@@ -202,6 +205,7 @@ function replay(model, limit) {
       let closed = valueClosed(where(model.detokenize([...calls, ...ids])));
       while (!closed && ids.length < 24) {
         const l = session.feed([ids.at(-1)])[0];
+        searched.feeds++;
         const [t] = likeliest(g, l, 1);
         if (t === undefined) break;
         engine.check(x.needle_grammar_accept(g, t, engine.err));
@@ -222,7 +226,7 @@ function replay(model, limit) {
     const scored = options.filter((o) => named(`\n${QUERY}`, o)).map((option) => {
       const ids = [...afterMarker(option), ...afterMarker('"')];
       let logp = Math.log(softmaxProb(step, ids[0]));
-      for (let i = 1; i < ids.length; i++) logp += Math.log(softmaxProb(session.feed([ids[i - 1]])[0], ids[i]));
+      for (let i = 1; i < ids.length; i++, searched.feeds++) logp += Math.log(softmaxProb(session.feed([ids[i - 1]])[0], ids[i]));
       rewind(at);
       return { ids, logp };
     });
@@ -270,6 +274,21 @@ function replay(model, limit) {
   return { calls: model.detokenize(calls), confidence: least, searched };
 }
 
+/** The turn through the C API's steps: how many of the call's steps gave no
+ *  piece (the value search's forward passes, one a step). */
+function silentCallSteps(agent, query) {
+  const { engine } = agent, x = engine.x;
+  engine.withString(query, (ptr, len) => engine.check(x.needle_agent_begin(agent.handle, ptr, len, 1, MAX_NEW, engine.err)));
+  const out = engine.malloc(256), len = engine.malloc(8);
+  let inCall = false, silent = 0;
+  for (let kind; (kind = x.needle_agent_step(agent.handle, out, 256, len)) > 0;) {
+    if (kind === 2) inCall = true;
+    else if (kind === 4 && inCall) silent++;
+  }
+  x.free(out), x.free(len);
+  return silent;
+}
+
 test('Needle 3: the call and its confidence are those a plain reference of the engine\'s decoding replays', async () => {
   let compared = 0;
   const searched = { lookahead: 0, options: 0 };
@@ -279,6 +298,8 @@ test('Needle 3: the call and its confidence are those a plain reference of the e
     const agent = await Needle.create({ model, tools: TOOLS, exact: true, requireCall: true });
     let written = '';
     const envelope = await agent.complete(QUERY, { maxNewTokens: MAX_NEW, onToken: ({ kind, text }) => { if (kind === 'call') written += text; } });
+    agent.reset();
+    const silent = silentCallSteps(agent, QUERY);
     agent.free();
     assert.equal(envelope.success, true, envelope.error);
     written = written.slice(written.indexOf('['));
@@ -287,6 +308,10 @@ test('Needle 3: the call and its confidence are those a plain reference of the e
     if (!want) continue;
     compared++;
     searched.lookahead += want.searched.lookahead, searched.options += want.searched.options;
+    // A pass a step: a search's last pass may share its step with the pick's first token.
+    const searches = want.searched.lookahead + want.searched.options;
+    assert.ok(silent + searches >= want.searched.feeds,
+      `seed ${seed}: ${want.searched.feeds} forward passes of ${searches} searches in ${silent} steps with no piece`);
     assert.equal(written, want.calls, `seed ${seed}: the replay wrote other calls`);
     assert.ok(Math.abs(envelope.confidence - want.confidence) <= 1e-5 * want.confidence,
       `seed ${seed}: confidence ${envelope.confidence}, the rule gives ${want.confidence} for ${want.calls}`);
