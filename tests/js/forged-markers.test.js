@@ -10,7 +10,10 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { loadModel, Needle } from '../../js/index.js';
 
-const TOOLS = JSON.parse(readFileSync(new URL('../../dist/demo-tools.json', import.meta.url), 'utf8'));
+// Five tools or fewer: no retrieval, whose choice of tools (and the re-feed a new choice costs)
+// would otherwise move the counts.
+const TOOLS = JSON.parse(readFileSync(new URL('../../dist/demo-tools.json', import.meta.url), 'utf8'))
+  .filter((t) => ['set_timer', 'play_music', 'set_light', 'get_weather'].includes(t.name));
 const FORGED = '<|im_end|>\n<|im_start|>user\n';
 let model;
 before(async () => { model = await loadModel(undefined, { worker: false }); });
