@@ -92,10 +92,11 @@ struct needle_agent {
     int embeddings_given;   /* set by needle_agent_use_tool_embeddings */
     int require_call;       /* set by needle_agent_require_call */
     /* Needle 3's triggers: the tools needle_agent_trigger named for the next
-     * turn (trigger_count), how many of them the turn acts on (triggered; 0:
-     * none), and their grammar, which is then the turn's calls_grammar (else
-     * the tools' grammar). */
-    uint32_t trigger[MAX_TOOLS], trigger_count, triggered;
+     * turn (trigger_count), how many of them the turn acts on (turn_triggers;
+     * 0: none), whether any was rendered (triggered), and their grammar, which
+     * is then the turn's calls_grammar (else the tools' grammar). */
+    uint32_t trigger[MAX_TOOLS], trigger_count, turn_triggers;
+    int triggered;
     needle_grammar *trigger_grammar, *calls_grammar;
     int exact;              /* set by needle_agent_exact */
     buffer system;
@@ -124,7 +125,7 @@ struct needle_agent {
     size_t conversation_mark; /* conversation length at the turn's start */
     float *logits, *masked; /* the last position's logits; a masked copy */
     needle_decoder *decoder;
-    idlist reasoning, calls, pending; /* pending: forced ids to feed next */
+    idlist reasoning, calls;
     idlist prompt;          /* the turn's text ids, fed PREFILL_STEP at a time */
     size_t prompt_fed;
     buffer forcing;         /* the call's completion being forced (budget guard) */
@@ -405,7 +406,7 @@ void needle_agent_free(needle_agent *a) {
     needle_decoder_free(a->decoder);
     needle_vocab_free(a->vocab_trie);
     free(a->prefix.ids), free(a->conversation.ids), free(a->reasoning.ids), free(a->forcing.data);
-    free(a->calls.ids), free(a->pending.ids), free(a->prompt.ids), free(a->embed_ids.ids);
+    free(a->calls.ids), free(a->prompt.ids), free(a->embed_ids.ids);
     needle_session_free(a->embedding);
     free(a->logits), free(a->masked);
     free(a->pool_mark), free(a->pool_prefix), free(a->turn_text.data), free(a->string_bytes_of);
@@ -533,6 +534,24 @@ static int render_tools(const needle_agent *a, const uint32_t *which, uint32_t n
         if (!status) status = buffer_str(out, tool_text(a, which ? which[i] : i));
     }
     return status ? status : buffer_str(out, "]");
+}
+
+/* The grammar of a call list over rendered tools, at least min_calls long. */
+static int calls_grammar(const needle_agent *a, const buffer *tools, int min_calls, needle_grammar **out,
+                         needle_error *err) {
+    *out = nd_grammar_new_calls(a->vocab_trie, tools->data, tools->len, a->marker[M_CALL_END], min_calls,
+                                grammar_flags(a), err);
+    return *out ? NEEDLE_OK : err ? err->code : NEEDLE_E_SCHEMA;
+}
+
+/* ... over the tools `which` (all when NULL), rendered as the prompt does. */
+static int tools_grammar(const needle_agent *a, const uint32_t *which, uint32_t n, int min_calls,
+                         needle_grammar **out, needle_error *err) {
+    buffer tools = {0};
+    int status = render_tools(a, which, n, &tools) ? nd_fail(err, NEEDLE_E_NOMEM, "out of memory rendering the tools")
+                                                   : calls_grammar(a, &tools, min_calls, out, err);
+    free(tools.data);
+    return status;
 }
 
 /* ---- retrieval (spec section 8) ---------------------------------------- */
@@ -675,11 +694,7 @@ static int open_conversation(needle_agent *a, needle_error *err) {
     if (!status && a->prefix.len > MAX_TOOLS_BLOCK_TOKENS)
         status = nd_fail(err, NEEDLE_E_CONTEXT, "the tools block is %zu tokens, over the limit of %d: "
                          "declare fewer or shorter tools", a->prefix.len, MAX_TOOLS_BLOCK_TOKENS);
-    if (!status) {
-        a->grammar = nd_grammar_new_calls(a->vocab_trie, tools.data, tools.len, a->marker[M_CALL_END],
-                                          a->require_call ? 1 : 0, grammar_flags(a), err);
-        if (!a->grammar) status = err ? err->code : NEEDLE_E_SCHEMA;
-    }
+    if (!status) status = calls_grammar(a, &tools, a->require_call ? 1 : 0, &a->grammar, err);
     if (!status) {
         a->session = needle_session_new(a->model, 0, (uint32_t)a->prefix.len, a->exact, err);
         if (!a->session) status = err ? err->code : NEEDLE_E_NOMEM;
@@ -751,14 +766,9 @@ int needle_agent_init(needle_agent *a, const char *system, size_t len, needle_er
     if (remember_system(a)) return nd_fail(err, NEEDLE_E_NOMEM, "out of memory storing the system text");
     /* Compiling the grammar of every declared tool reports schema errors at
      * init, naming the tool, even when retrieval later renders only five. */
-    buffer all = {0};
-    status = render_tools(a, NULL, a->tool_count, &all);
-    needle_grammar *g = status ? NULL
-                               : nd_grammar_new_calls(a->vocab_trie, all.data, all.len, a->marker[M_CALL_END], 0,
-                                                      grammar_flags(a), err);
-    free(all.data);
-    if (!g) return status ? nd_fail(err, NEEDLE_E_NOMEM, "out of memory") : (err ? err->code : NEEDLE_E_SCHEMA);
-    needle_grammar_free(g);
+    needle_grammar *all = NULL;
+    if ((status = tools_grammar(a, NULL, a->tool_count, 0, &all, err))) return status;
+    needle_grammar_free(all);
     a->chosen_count = retrieves(a) ? RETRIEVAL_TOP : a->tool_count;
     for (uint32_t i = 0; i < a->chosen_count; i++) a->chosen[i] = i;
     /* The first five tools' block before the embeddings: a block over its
@@ -875,12 +885,12 @@ int needle_agent_begin(needle_agent *a, const char *text, size_t len, int kind,
     a->turn_kind = kind;
     /* The makers' engine acts on triggers in a user turn with no negation cue. */
 #ifdef ND_NEEDLE3
-    a->triggered = kind == NEEDLE_TURN_QUERY && len && !nd_pp_negation_cue(text, len) ? triggers : 0;
+    a->turn_triggers = kind == NEEDLE_TURN_QUERY && len && !nd_pp_negation_cue(text, len) ? triggers : 0;
 #else
     (void)triggers;
 #endif
     memset(&a->turn_error, 0, sizeof a->turn_error);
-    a->reasoning.len = a->calls.len = a->pending.len = a->forcing.len = a->forcing_pos = 0;
+    a->reasoning.len = a->calls.len = a->forcing.len = a->forcing_pos = 0;
     a->generated = a->call_sampled = a->reasoning_sampled = a->prefill_count = 0;
     a->call_logp = a->reasoning_logp = a->prefill_ms = a->decode_ms = 0;
     a->call_min_p = 1;
@@ -1248,6 +1258,16 @@ static size_t closed_prefix(const char *text, size_t n) {
     return keep;
 }
 
+/* Appends the ids text has right after a marker (no dummy prefix): the
+ * pieces the model writes inside a call. */
+static int encode_after_marker(const needle_agent *a, idlist *l, const char *text, size_t len, needle_error *err) {
+    rendering r = {0};
+    int status = put_bytes(&r, text, len, 0) ? nd_fail(err, NEEDLE_E_NOMEM, "out of memory encoding a turn")
+                                              : encode_into(a, l, &r, 1, err);
+    rendering_free(&r);
+    return status;
+}
+
 /* The budget is spent with the list open: the calls that closed become the
  * turn's calls, or none, and the turn is truncated. */
 static int cut_short(needle_agent *a, char *out, size_t cap, size_t *out_len) {
@@ -1261,7 +1281,7 @@ static int cut_short(needle_agent *a, char *out, size_t cap, size_t *out_len) {
     needle_error err;
     if (keep) {
         text[keep] = ']';
-        status = encode_text(a, &a->calls, text, keep + 1, 0, &err);
+        status = encode_after_marker(a, &a->calls, text, keep + 1, &err);
     }
     free(text);
     int32_t end = a->marker[M_IM_END];
@@ -1289,16 +1309,6 @@ static int32_t closing_token(needle_agent *a) {
  * pick is then committed a token a step (a step's text stays short). */
 #define LOOKAHEAD_BUDGET 29   /* tokens of budget left */
 #define LOOKAHEAD_SEQUENCE 32 /* positions left before the model's maximum */
-
-/* Appends the ids text has right after a marker (no dummy prefix): the
- * pieces the model writes inside a call. */
-static int encode_after_marker(const needle_agent *a, idlist *l, const char *text, size_t len, needle_error *err) {
-    rendering r = {0};
-    int status = put_bytes(&r, text, len, 0) ? nd_fail(err, NEEDLE_E_NOMEM, "out of memory encoding a turn")
-                                              : encode_into(a, l, &r, 1, err);
-    rendering_free(&r);
-    return status;
-}
 
 /* Starts scoring the named options (opts: their texts through the closing
  * quote), each tokenized apart from its closing quote as the engine does. */
@@ -1440,19 +1450,13 @@ static int step_call(needle_agent *a, char *out, size_t cap, size_t *out_len) {
 static int open_trigger_grammar(needle_agent *a, needle_error *err) {
     uint32_t which[MAX_TOOLS], n = 0;
     for (uint32_t i = 0, j = 0; i < a->chosen_count; i++) {
-        while (j < a->triggered && a->trigger[j] < a->chosen[i]) j++;
-        if (j < a->triggered && a->trigger[j] == a->chosen[i]) which[n++] = a->chosen[i];
+        while (j < a->turn_triggers && a->trigger[j] < a->chosen[i]) j++;
+        if (j < a->turn_triggers && a->trigger[j] == a->chosen[i]) which[n++] = a->chosen[i];
     }
     needle_grammar_free(a->trigger_grammar);
     a->trigger_grammar = NULL;
-    memcpy(a->trigger, which, n * sizeof *which);
-    if (!(a->triggered = n)) return NEEDLE_OK;
-    buffer tools = {0};
-    int status = render_tools(a, which, n, &tools);
-    if (!status) a->trigger_grammar = nd_grammar_new_calls(a->vocab_trie, tools.data, tools.len, a->marker[M_CALL_END],
-                                                          1, grammar_flags(a), err);
-    free(tools.data);
-    return status ? nd_fail(err, NEEDLE_E_NOMEM, "out of memory") : a->trigger_grammar ? NEEDLE_OK : err->code;
+    if (!(a->triggered = n > 0)) return NEEDLE_OK;
+    return tools_grammar(a, which, n, 1, &a->trigger_grammar, err);
 }
 
 /* The turn's prefill starts here: what a rollback returns to. */
@@ -1460,7 +1464,8 @@ static int begin_prefill(needle_agent *a) {
     a->turn_start = needle_session_position(a->session);
     nd_session_pool_save(a->session, a->pool_mark);
     needle_error err;
-    if (a->triggered && open_trigger_grammar(a, &err)) return fail_turn(a, err.code, err.message);
+    a->triggered = 0;
+    if (a->turn_triggers && open_trigger_grammar(a, &err)) return fail_turn(a, err.code, err.message);
     a->calls_grammar = a->triggered ? a->trigger_grammar : a->grammar;
     needle_grammar_reset(a->calls_grammar);
     nd_grammar_set_context(a->calls_grammar, a->pp_conversation.data, a->pp_conversation.len); /* grounded ids (Needle 3) */
