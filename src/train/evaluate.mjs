@@ -16,6 +16,9 @@ export const DEMO_MODEL_DIR = new URL('demo-model/', here);
 export const catalogue = () => JSON.parse(readFileSync(new URL('../../web/tools.json', here), 'utf8'));
 export const heldout = (file = new URL('heldout.jsonl', DEMO_MODEL_DIR)) => readFileSync(file, 'utf8')
   .split('\n').filter(Boolean).map((line) => JSON.parse(line));
+/** Commands and small talk written as a new user would, apart from the
+ *  generator's templates, each with the demo page's 18 tools and system text. */
+export const everyday = () => heldout(new URL('everyday.jsonl', here));
 
 /** JSON equality with object keys in any order (numbers by value). */
 export function sameJson(a, b) {

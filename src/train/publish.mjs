@@ -2,18 +2,19 @@
 // held-out commands, the three-way check's reference, and manifest.json with
 // what made the model and what it measures (held-out accuracy through the
 // public agent API in fast, exact, no-SIMD and threaded builds, retrieval,
-// confidence, time per command).
+// confidence, time per command, the everyday commands of everyday.jsonl).
 //
 //   node src/train/publish.mjs build/train src/train/demo-model
 //   node src/train/publish.mjs --measure src/train/demo-model
 //        measures the published archive again (after an engine change) and
-//        rewrites only the manifest's figures (heldout, confidence)
+//        rewrites only the manifest's figures (heldout, conversations,
+//        everyday, confidence)
 
 import { copyFileSync, mkdirSync, readFileSync, writeFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadModelInThread } from '../../js/index.js';
 import { canonicalTensors } from '../../js/cact-format.js';
-import { evaluate, summarise, confidenceFigures, agreement, heldout } from './evaluate.mjs';
+import { evaluate, summarise, confidenceFigures, agreement, heldout, everyday } from './evaluate.mjs';
 
 const measureOnly = process.argv[2] === '--measure';
 const [from, to] = measureOnly ? [null, process.argv[3]] : process.argv.slice(2);
@@ -50,6 +51,7 @@ const allTools = await run('simd', { allTools: true });
 log(`all tools ${JSON.stringify(summarise(allTools))}`);
 const sampled = await run('simd', { sampling: { temperature: 1, seed: 7 } });
 const conversations = await run('simd', {}, heldout(join(to, 'conversations.jsonl')));
+const everydayResults = await run('simd', {}, everyday());
 
 const figures = {
   heldout: {
@@ -61,6 +63,7 @@ const figures = {
     all_18_tools: summarise(allTools),
   },
   conversations: summarise(conversations),
+  everyday: { commands: everydayResults.length, right: everydayResults.filter((r) => r.correct).length },
   confidence: {
     greedy: confidenceFigures(fast),
     sampled_temperature_1: confidenceFigures(sampled),
