@@ -886,6 +886,7 @@ int needle_agent_begin(needle_agent *a, const char *text, size_t len, int kind,
     /* The makers' engine acts on triggers in a user turn with no negation cue. */
 #ifdef ND_NEEDLE3
     a->turn_triggers = kind == NEEDLE_TURN_QUERY && len && !nd_pp_negation_cue(text, len) ? triggers : 0;
+    a->triggered = 0;
 #else
     (void)triggers;
 #endif
@@ -1464,7 +1465,6 @@ static int begin_prefill(needle_agent *a) {
     a->turn_start = needle_session_position(a->session);
     nd_session_pool_save(a->session, a->pool_mark);
     needle_error err;
-    a->triggered = 0;
     if (a->turn_triggers && open_trigger_grammar(a, &err)) return fail_turn(a, err.code, err.message);
     a->calls_grammar = a->triggered ? a->trigger_grammar : a->grammar;
     needle_grammar_reset(a->calls_grammar);
