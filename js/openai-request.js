@@ -108,7 +108,9 @@ function declarationsOf(tools = []) {
     const parameters = given(fn.parameters) ?? { type: 'object', properties: {} }; // OpenAI: omitted means no arguments
     if (typeof parameters !== 'object' || Array.isArray(parameters)) throw invalid(`${at}/function/parameters`, 'must be a JSON Schema object');
     // `strict` needs nothing: every call the grammar lets through validates against its schema.
-    return { name: fn.name, ...(fn.description ? { description: fn.description } : {}), parameters };
+    // `triggers` (the makers' extension, acted on by Needle 3) goes on to the agent as given.
+    return { name: fn.name, ...(fn.description ? { description: fn.description } : {}), parameters,
+      ...(given(fn.triggers) !== undefined ? { triggers: fn.triggers } : {}) };
   });
 }
 

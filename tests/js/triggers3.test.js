@@ -14,6 +14,7 @@ import { Needle } from '../../js/agent.js';
 import { Model } from '../../js/model.js';
 import { STATUS } from '../../js/engine.js';
 import { postprocessCalls } from '../../js/postprocess.js';
+import { openai } from '../../js/openai.js';
 import { shortReasoningModel } from './short-reasoning.js';
 
 const tokenizer = makeTestTokenizerBlob(syntheticPieces(400, CHAT_MARKERS3));
@@ -112,6 +113,20 @@ test('Needle 3: triggers of an OpenAI function wrapper act as a bare tool\'s', a
       assert.deepEqual(outcome(openai), outcome(bare), `seed ${seed}, ${query}`);
       assert.ok(openai.function_calls.length && openai.function_calls.every((c) => c.name === name), `seed ${seed}, ${query}`);
     }
+  });
+});
+
+test('Needle 3: triggers in the OpenAI-compatible client\'s tools act as in the agent', async () => {
+  const wrapped = TOOLS.map((fn) => ({ type: 'function', function: fn }));
+  await withModels(async (model, seed) => {
+    const client = await openai({ model });
+    for (const [query, name] of [['add milk', 'add_item'], ['kitchen LIGHTS please', 'set_light']]) {
+      const answer = await client.chat.completions.create({ messages: [{ role: 'user', content: query }], tools: wrapped,
+        max_tokens: 256, temperature: 0 });
+      const names = (answer.choices[0].message.tool_calls ?? []).map((c) => c.function.name);
+      assert.ok(names.length && names.every((n) => n === name), `seed ${seed}, ${query}: ${names}`);
+    }
+    await client.free();
   });
 });
 
