@@ -11,6 +11,9 @@
 // arguments text as it arrives (the model's own text, so `arguments` keeps
 // every digit it wrote). In an extraction (response_format json_schema) the
 // first call's arguments text is the content instead, and no call is shown.
+// Needle 3's engine post-processes the calls after the turn (it repairs,
+// dedupes or withholds them: the envelope's function_calls), so for it the
+// calls are sent at the end, from the envelope, as whole tool_calls.
 
 /**
  * Cuts the call array's text into events as it streams in:
@@ -90,11 +93,12 @@ export function randomId(prefix, bytes = 12) {
  * with includeUsage, the usage chunk. extraction: the first call's arguments are the content.
  */
 export class TurnChunks {
-  constructor({ model, includeUsage, maxNewTokens, extraction = false }) {
+  constructor({ model, includeUsage, maxNewTokens, extraction = false, callsAtEnd = false }) {
     this.head = { id: randomId('chatcmpl-'), object: 'chat.completion.chunk', created: Math.floor(Date.now() / 1000), model };
     this.includeUsage = includeUsage;
     this.maxNewTokens = maxNewTokens;
     this.extraction = extraction;
+    this.callsAtEnd = callsAtEnd;
     this.reasoning = ''; // streamed so far: the content of a turn that calls nothing
     this.scanner = new CallScanner();
     this.calls = []; // index -> true once its id and name were sent
@@ -119,6 +123,7 @@ export class TurnChunks {
       this.reasoning += text;
       return [this.chunk({ reasoning_content: text })];
     }
+    if (this.callsAtEnd) return [];
     const events = this.scanner.push(text);
     if (this.extraction) return events.filter((e) => e.index === 0 && e.arguments).map((e) => this.chunk({ content: e.arguments }));
     return events.flatMap((event) => this.callChunks(event));
@@ -139,18 +144,27 @@ export class TurnChunks {
     return [this.chunk({ tool_calls: [{ index, function: { arguments: text } }] })];
   }
 
+  /** The envelope's calls as whole tool_calls chunks (callsAtEnd). */
+  envelopeCalls(calls) {
+    const texts = calls.map((c) => JSON.stringify(c.arguments));
+    if (this.extraction) return texts.length ? [this.chunk({ content: texts[0] })] : [];
+    return calls.flatMap(({ name }, index) =>
+      this.callChunks({ index, name }).concat(this.callChunks({ index, arguments: texts[index] })));
+  }
+
   /** The last chunks. promptTokens: what the request prefilled. completion_tokens
    *  counts the pieces streamed and the call's end token, a lower bound of the tokens
    *  generated (the envelope has no count); 'length' once it reaches the budget, where
    *  the grammar closed the call at its shortest. warnings: the envelope's (demo-model.js),
-   *  a top-level field of the finish_reason chunk. */
-  finish({ promptTokens, warnings }) {
+   *  a top-level field of the finish_reason chunk. calls: the envelope's function_calls. */
+  finish({ promptTokens, warnings, calls: envelopeCalls }) {
+    const sent = this.callsAtEnd ? this.envelopeCalls(envelopeCalls) : [];
     const completion = this.tokens;
     const calls = this.calls.length > 0;
     const reason = completion >= this.maxNewTokens ? 'length' : calls ? 'tool_calls' : 'stop';
     const usage = { prompt_tokens: promptTokens, completion_tokens: completion, total_tokens: promptTokens + completion };
     const text = !calls && !this.extraction && this.reasoning ? [this.chunk({ content: this.reasoning })] : [];
-    const last = [...text, { ...this.chunk({}, reason), ...(warnings?.length ? { warnings } : {}) }];
+    const last = [...sent, ...text, { ...this.chunk({}, reason), ...(warnings?.length ? { warnings } : {}) }];
     return this.includeUsage ? [...last, { ...this.head, choices: [], usage }] : last;
   }
 }

@@ -103,6 +103,12 @@ class NeedleOpenAI {
     return stream;
   }
 
+  /** Whether the engine post-processes the model's calls after a turn (Needle 3). */
+  async postprocessed() {
+    this.generation ??= (await this.model.inspect()).geometry.generation;
+    return this.generation === 3;
+  }
+
   /** The agent of one config ({ system, tools, requireCall }), created on first use. */
   async agentFor(config) {
     const key = JSON.stringify(config);
@@ -148,11 +154,12 @@ class NeedleOpenAI {
     // A whole answer is folded from the same chunks, usage included.
     const chunks = new TurnChunks({
       model: this.name, includeUsage: plan.includeUsage || !plan.stream, maxNewTokens: plan.maxNewTokens, extraction: plan.extraction,
+      callsAtEnd: await this.postprocessed(),
     });
     stream.push(chunks.start());
     const envelope = await this.turn(agent, plan.final, plan, signal, (piece) => stream.push(chunks.piece(piece)));
     promptTokens += agent.prefillCount;
-    stream.push(chunks.finish({ promptTokens, warnings: envelope.warnings }));
+    stream.push(chunks.finish({ promptTokens, warnings: envelope.warnings, calls: envelope.function_calls }));
     entry.history = [...keys, exchangeKey(plan.final, envelope.function_calls)];
     entry.settings = settings;
   }
